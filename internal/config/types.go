@@ -1,0 +1,230 @@
+// Package config defines faxgate's configuration file (contract section 2):
+// its types, its defaults, strict loading with ${ENV} expansion, and pure
+// validation that reports every problem with its YAML path.
+package config
+
+import "time"
+
+// Config is the whole configuration file.
+type Config struct {
+	Server    Server    `yaml:"server"`
+	Admin     Admin     `yaml:"admin"`
+	Upstream  Upstream  `yaml:"upstream"`
+	Token     Token     `yaml:"token"`
+	Redis     Redis     `yaml:"redis"`
+	Callers   Callers   `yaml:"callers"`
+	RateLimit RateLimit `yaml:"rate_limit"`
+	Routes    Routes    `yaml:"routes"`
+	Policy    Policy    `yaml:"policy"`
+	Log       Log       `yaml:"log"`
+}
+
+// Server is the proxy listener.
+type Server struct {
+	// Listen is the proxy address. Default ":8080".
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes caps request bodies; larger ones get 413. Default 32 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading request headers. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes idle keep-alive connections. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownTimeout is the drain budget on SIGTERM. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// TLS configures the proxy listener's TLS. Default mode "off".
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS is server.tls.
+type TLS struct {
+	// Mode is off, files or acme. Default "off".
+	Mode string `yaml:"mode"`
+	// CertFile and KeyFile are the certificate for mode files.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile, when set, makes the listener verify client certificates (mTLS).
+	ClientCAFile string `yaml:"client_ca_file"`
+	// ACME configures mode acme (certmagic).
+	ACME ACME `yaml:"acme"`
+}
+
+// ACME is server.tls.acme.
+type ACME struct {
+	Domains []string `yaml:"domains"`
+	Email   string   `yaml:"email"`
+	// Directory is the ACME directory URL; empty means the public default CA.
+	Directory string `yaml:"directory"`
+	// CARootFile is a trust root for a private ACME CA.
+	CARootFile string `yaml:"ca_root_file"`
+	// Storage is file or redis. Default "file".
+	Storage     string `yaml:"storage"`
+	StoragePath string `yaml:"storage_path"`
+}
+
+// Admin is the admin listener (/metrics, /healthz, /readyz).
+type Admin struct {
+	// Listen is the admin address. Default "127.0.0.1:9090".
+	Listen string `yaml:"listen"`
+	// Pprof exposes /debug/pprof/ on the admin listener. Default false.
+	Pprof bool `yaml:"pprof"`
+}
+
+// Upstream is the Customer API behind the gateway.
+type Upstream struct {
+	// BaseURL is the API's {base_url}; it may carry a path prefix. Required.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyFile is a file holding the API secret; re-read when it changes.
+	// Exactly one of APIKeyFile and APIKeyEnv is required.
+	APIKeyFile string `yaml:"api_key_file"`
+	// APIKeyEnv names an environment variable holding the API secret.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds the whole upstream exchange. Default 60s.
+	Timeout time.Duration `yaml:"timeout"`
+	// CAFile is an extra trust root for the upstream.
+	CAFile string `yaml:"ca_file"`
+	// MaxIdleConns bounds idle upstream connections. Default 256.
+	MaxIdleConns int `yaml:"max_idle_conns"`
+}
+
+// Token configures how the Bearer token is obtained and renewed.
+type Token struct {
+	// Store is memory or redis. Default "memory".
+	Store string `yaml:"store"`
+	// RefreshBefore renews the token when less than this lifetime remains. Default 1h.
+	RefreshBefore time.Duration `yaml:"refresh_before"`
+	// RetryMin and RetryMax bound the backoff of a failing renewal. Defaults 1s and 5m.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+}
+
+// Redis is the Redis connection used by token.store, rate_limit.backend and
+// tls.acme.storage.
+type Redis struct {
+	// Addrs: one address is a single node; several are a cluster; with
+	// MasterName they are sentinels. Default ["127.0.0.1:6379"].
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	// PasswordEnv names an environment variable holding the password.
+	PasswordEnv string `yaml:"password_env"`
+	DB          int    `yaml:"db"`
+	// KeyPrefix prefixes every key faxgate writes. Default "faxgate:".
+	KeyPrefix string `yaml:"key_prefix"`
+	TLS       bool   `yaml:"tls"`
+}
+
+// Callers says who callers are and what each may do.
+type Callers struct {
+	// IdentityHeader carries the caller's name from a trusted proxy. Default "X-Faxgate-Caller".
+	IdentityHeader string `yaml:"identity_header"`
+	// TrustedProxies are CIDRs whose IdentityHeader / X-Forwarded-Client-Cert is believed.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// Unidentified is deny, or the name of a caller in List to treat unidentified callers as.
+	// Default "deny".
+	Unidentified string `yaml:"unidentified"`
+	// List is the known callers.
+	List []Caller `yaml:"list"`
+}
+
+// Caller is one entry of callers.list.
+type Caller struct {
+	// Name matches [a-z0-9-]{1,63}; it is used as a metric label.
+	Name string `yaml:"name"`
+	// CIDRs match the TCP peer's source address.
+	CIDRs []string `yaml:"cidrs"`
+	// SpiffeIDs match URI SANs of a verified client certificate.
+	SpiffeIDs []string `yaml:"spiffe_ids"`
+	// HeaderValues match callers.identity_header from a trusted proxy.
+	HeaderValues []string `yaml:"header_values"`
+	// Allow lists route names or globs ("numbers.*"); "*" never grants a sensitive route.
+	Allow []string `yaml:"allow"`
+	// RateLimit overrides rate_limit.default for this caller when set.
+	RateLimit *Limit `yaml:"rate_limit"`
+}
+
+// Limit is a token-bucket rate: RPS requests per second with bursts of Burst.
+type Limit struct {
+	RPS   float64 `yaml:"rps"`
+	Burst int     `yaml:"burst"`
+}
+
+// RateLimit configures per-caller rate limits.
+type RateLimit struct {
+	// Backend is local or redis. Default "local".
+	Backend string `yaml:"backend"`
+	// Default applies to callers without their own rate_limit. Default {rps: 20, burst: 40}.
+	Default Limit `yaml:"default"`
+	// ReplicasHint divides rps while Redis is unreachable (backend redis). Default 1.
+	ReplicasHint int `yaml:"replicas_hint"`
+}
+
+// Routes configures route names beyond the built-in table.
+type Routes struct {
+	// Unmatched is allow or deny for paths under /v1/ that match no route. Default "allow".
+	Unmatched string `yaml:"unmatched"`
+	// Extra names more upstream routes.
+	Extra []Route `yaml:"extra"`
+}
+
+// Route is one entry of routes.extra.
+type Route struct {
+	Name   string `yaml:"name"`
+	Method string `yaml:"method"`
+	Path   string `yaml:"path"`
+}
+
+// Policy is the gateway's access policy.
+type Policy struct {
+	// Sensitive routes are denied unless a caller's allow names them exactly.
+	// Default ["numbers.delete"].
+	Sensitive []string `yaml:"sensitive"`
+	// Confirm routes need X-Faxgate-Confirm echoing the body's number_id.
+	// Default ["numbers.delete"].
+	Confirm []string `yaml:"confirm"`
+	// AuthEndpoint is deny or shim. Default "deny".
+	AuthEndpoint string `yaml:"auth_endpoint"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default "info".
+	Level string `yaml:"level"`
+	// Format is json or console. Default "json".
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration with every default of contract section 2
+// filled in; upstream.base_url and the key source are left empty (required).
+func Default() Config {
+	return Config{
+		Server: Server{
+			Listen:            ":8080",
+			MaxBodyBytes:      32 << 20,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			ShutdownTimeout:   30 * time.Second,
+			TLS:               TLS{Mode: "off", ACME: ACME{Storage: "file"}},
+		},
+		Admin:    Admin{Listen: "127.0.0.1:9090"},
+		Upstream: Upstream{Timeout: 60 * time.Second, MaxIdleConns: 256},
+		Token: Token{
+			Store:         "memory",
+			RefreshBefore: time.Hour,
+			RetryMin:      time.Second,
+			RetryMax:      5 * time.Minute,
+		},
+		Redis: Redis{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "faxgate:"},
+		Callers: Callers{
+			IdentityHeader: "X-Faxgate-Caller",
+			Unidentified:   "deny",
+		},
+		RateLimit: RateLimit{Backend: "local", Default: Limit{RPS: 20, Burst: 40}, ReplicasHint: 1},
+		Routes:    Routes{Unmatched: "allow"},
+		Policy: Policy{
+			Sensitive:    []string{"numbers.delete"},
+			Confirm:      []string{"numbers.delete"},
+			AuthEndpoint: "deny",
+		},
+		Log: Log{Level: "info", Format: "json"},
+	}
+}
