@@ -1,0 +1,112 @@
+// Package metrics is faxgate's Prometheus surface (contract section 8): every
+// metric name and label set lives here, registered on a registry the caller
+// owns, never on the global default one.
+package metrics
+
+import (
+	"runtime"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds every collector faxgate exports. Label values are only ever a
+// configured caller name (or "unidentified"), a route name (or "unmatched"), an
+// HTTP method of contract section 5 (or "other"), a status code or a fixed word.
+type Metrics struct {
+	Requests           *prometheus.CounterVec   // caller, route, method, code
+	RequestDuration    *prometheus.HistogramVec // caller, route
+	UpstreamDuration   *prometheus.HistogramVec // route
+	Denied             *prometheus.CounterVec   // caller, route, reason
+	RateLimited        *prometheus.CounterVec   // caller
+	TokenRefresh       *prometheus.CounterVec   // result: ok, error, invalid_key
+	TokenExpiry        prometheus.Gauge
+	Upstream401Retries *prometheus.CounterVec // route
+	Inflight           prometheus.Gauge
+	BuildInfo          *prometheus.GaugeVec // version, goversion
+}
+
+// durationBuckets span a fast cached-token round trip (a millisecond) to the
+// upstream timeout's order of magnitude, where fax uploads of several MB live.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer, version string) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_requests_total",
+			Help: "Requests answered, by caller, route, method and HTTP status code.",
+		}, []string{"caller", "route", "method", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faxgate_request_duration_seconds",
+			Help:    "Time from request arrival to the end of the response, by caller and route.",
+			Buckets: durationBuckets,
+		}, []string{"caller", "route"}),
+		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faxgate_upstream_duration_seconds",
+			Help:    "Time until the upstream's response headers arrived, by route.",
+			Buckets: durationBuckets,
+		}, []string{"route"}),
+		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_denied_total",
+			Help: "Requests refused by the gateway, by caller, route and error code.",
+		}, []string{"caller", "route", "reason"}),
+		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_rate_limited_total",
+			Help: "Requests refused with 429 by the per-caller rate limit.",
+		}, []string{"caller"}),
+		TokenRefresh: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_token_refresh_total",
+			Help: "Calls to the upstream token endpoint, by result (ok, error, invalid_key).",
+		}, []string{"result"}),
+		TokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_token_expiry_timestamp_seconds",
+			Help: "Unix time at which the current Bearer token expires; 0 when none is held.",
+		}),
+		Upstream401Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_upstream_401_retries_total",
+			Help: "Requests resent once with a new token after the upstream answered 401.",
+		}, []string{"route"}),
+		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_inflight_requests",
+			Help: "Requests being served right now.",
+		}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_build_info",
+			Help: "Always 1; labels carry the faxgate version and the Go version it was built with.",
+		}, []string{"version", "goversion"}),
+	}
+	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,
+		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Inflight, m.BuildInfo)
+	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	for _, r := range []string{"ok", "error", "invalid_key"} {
+		m.TokenRefresh.WithLabelValues(r) // present at 0 so rate() and alerts work from the start
+	}
+	return m
+}
+
+// Method maps an HTTP method to its label value: one of contract section 5's
+// methods, or "other", so a caller cannot mint label values.
+func Method(m string) string {
+	switch m {
+	case "GET", "POST", "PATCH", "PUT", "DELETE":
+		return m
+	}
+	return "other"
+}
+
+var codes [600]string
+
+func init() {
+	for i := range codes {
+		codes[i] = strconv.Itoa(i)
+	}
+}
+
+// Code is the label value for an HTTP status code, without allocating.
+func Code(status int) string {
+	if status >= 0 && status < len(codes) {
+		return codes[status]
+	}
+	return "other"
+}

@@ -1,0 +1,270 @@
+package tokencache
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/metrics"
+)
+
+// Source is what the request path needs from the token machinery.
+type Source interface {
+	// Token returns a token valid now. With a valid cached token it returns
+	// at once, without locks or I/O (the hot path); otherwise it waits for
+	// the renewal in flight, or fails fast with ErrUnavailable.
+	Token(ctx context.Context) (*Token, error)
+	// Invalidate reports that the upstream rejected t with 401. It returns
+	// whether resending the request with a fresh token is worthwhile.
+	Invalidate(t *Token) bool
+}
+
+// Options configures a Manager.
+type Options struct {
+	Fetcher       Fetcher
+	Clock         Clock
+	RefreshBefore time.Duration // renew when less than this lifetime remains
+	RetryMin      time.Duration // backoff bounds of a failing renewal
+	RetryMax      time.Duration
+	Metrics       *metrics.Metrics
+	Logger        *zap.Logger
+	// Jitter returns a number in [0,1); nil means math/rand/v2. Tests pin it.
+	Jitter func() float64
+}
+
+// Manager keeps one valid token in memory and renews it ahead of expiry from
+// a single background loop, so concurrent requests never cause two calls to
+// the token endpoint.
+type Manager struct {
+	opts Options
+	log  *zap.Logger
+
+	cur  atomic.Pointer[Token] // read lock-free by the hot path
+	kick chan struct{}         // wakes the loop; buffered 1
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every state change
+	fetching   bool          // an attempt is in flight
+	failing    bool          // the last attempt failed; callers without a valid token fail fast
+	invalidKey bool          // the last attempt was refused with 401
+	pending401 bool          // the current token was invalidated by a 401
+	renewAt    time.Time
+}
+
+var _ Source = (*Manager)(nil)
+
+// NewManager builds a Manager; call Run to start renewing.
+func NewManager(o Options) *Manager {
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Manager{
+		opts:    o,
+		log:     o.Logger,
+		kick:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+	}
+}
+
+// Token implements Source.
+func (m *Manager) Token(ctx context.Context) (*Token, error) {
+	if t := m.cur.Load(); t.Valid(m.opts.Clock.Now()) {
+		return t, nil
+	}
+	return m.wait(ctx)
+}
+
+func (m *Manager) wait(ctx context.Context) (*Token, error) {
+	for {
+		m.mu.Lock()
+		t := m.cur.Load()
+		if t.Valid(m.opts.Clock.Now()) {
+			m.mu.Unlock()
+			return t, nil
+		}
+		if m.failing && !m.fetching {
+			// In backoff: answer at once rather than hold callers for minutes.
+			m.mu.Unlock()
+			return nil, ErrUnavailable
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		m.wake()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ErrUnavailable
+		}
+	}
+}
+
+// Invalidate implements Source.
+func (m *Manager) Invalidate(t *Token) bool {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.cur.Load()
+	if cur != t {
+		// Already replaced (or being replaced): a late 401 must not discard a newer token.
+		return cur.Valid(now) || m.pending401 || m.fetching
+	}
+	if t.By401 && now.Sub(t.Issued) < min(30*time.Second, t.Lifetime()/10) {
+		// A token just obtained because of a 401 was rejected again: relay the 401
+		// instead of renewing in a loop.
+		return false
+	}
+	m.cur.Store(nil)
+	m.pending401 = true
+	m.opts.Metrics.TokenExpiry.Set(0)
+	m.wake()
+	return true
+}
+
+// Ready reports whether a valid token is held and, if not, why.
+func (m *Manager) Ready() (bool, string) {
+	if m.cur.Load().Valid(m.opts.Clock.Now()) {
+		return true, ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.invalidKey:
+		return false, "upstream rejected the API secret key"
+	case m.failing:
+		return false, "token renewal failing"
+	default:
+		return false, "no valid token yet"
+	}
+}
+
+func (m *Manager) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// broadcast wakes every waiter; m.mu must be held.
+func (m *Manager) broadcast() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// Run renews the token until ctx is done. It fetches the first token at once.
+func (m *Manager) Run(ctx context.Context) {
+	failures := 0
+	var lastFailure time.Time
+	for {
+		now := m.opts.Clock.Now()
+		var next time.Time
+		m.mu.Lock()
+		t := m.cur.Load()
+		switch {
+		case failures > 0:
+			next = lastFailure.Add(m.backoff(failures))
+		case !t.Valid(now):
+			next = now
+		default:
+			next = m.renewAt
+		}
+		m.mu.Unlock()
+
+		if d := next.Sub(now); d > 0 {
+			timer := m.opts.Clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-m.kick:
+				timer.Stop()
+				continue
+			case <-timer.C():
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err := m.renew(ctx); err != nil {
+			failures++
+			lastFailure = m.opts.Clock.Now()
+			continue
+		}
+		failures = 0
+	}
+}
+
+// renew makes one attempt at the token endpoint.
+func (m *Manager) renew(ctx context.Context) error {
+	m.mu.Lock()
+	m.fetching = true
+	by401 := m.pending401
+	m.broadcast()
+	m.mu.Unlock()
+
+	tok, err := m.fetch(ctx)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fetching = false
+	defer m.broadcast()
+	if err != nil {
+		m.invalidKey = errors.Is(err, ErrInvalidKey)
+		m.failing = true
+		result := "error"
+		if m.invalidKey {
+			result = "invalid_key"
+			m.log.Error("upstream rejected the API secret key; check upstream.api_key_file or api_key_env")
+		} else {
+			m.log.Warn("token renewal failed", zap.Error(err))
+		}
+		m.opts.Metrics.TokenRefresh.WithLabelValues(result).Inc()
+		return err
+	}
+	tok.By401 = by401
+	m.cur.Store(tok)
+	m.pending401, m.failing, m.invalidKey = false, false, false
+	m.renewAt = m.scheduleRenewal(tok)
+	m.opts.Metrics.TokenRefresh.WithLabelValues("ok").Inc()
+	m.opts.Metrics.TokenExpiry.Set(float64(tok.Expiry.UnixNano()) / 1e9)
+	m.log.Info("token renewed", zap.Time("expires", tok.Expiry), zap.Time("next_renewal", m.renewAt), zap.Bool("after_401", by401))
+	return nil
+}
+
+func (m *Manager) fetch(ctx context.Context) (tok *Token, err error) {
+	defer func() {
+		// A panic in the fetcher must not kill the renewal loop.
+		if r := recover(); r != nil {
+			tok, err = nil, errors.New("token fetch panicked")
+		}
+	}()
+	return m.opts.Fetcher.Fetch(ctx)
+}
+
+// scheduleRenewal picks when to renew tok: when less than refresh_before of
+// its lifetime remains, moved earlier by up to a quarter of that window at
+// random so replicas do not renew in lockstep. Tokens shorter than twice
+// refresh_before are renewed in their second half instead.
+func (m *Manager) scheduleRenewal(tok *Token) time.Time {
+	before := min(m.opts.RefreshBefore, tok.Lifetime()/2)
+	jitter := time.Duration(m.opts.Jitter() * float64(before/4))
+	return tok.Expiry.Add(-before - jitter)
+}
+
+// backoff is retry_min doubled per consecutive failure up to retry_max, with
+// "equal jitter": between half and all of that.
+func (m *Manager) backoff(failures int) time.Duration {
+	d := m.opts.RetryMin
+	for i := 1; i < failures && d < m.opts.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, m.opts.RetryMax)
+	return d/2 + time.Duration(m.opts.Jitter()*float64(d/2))
+}
