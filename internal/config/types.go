@@ -27,6 +27,9 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout is the longest pause allowed between two reads of a request
+	// body; a body that trickles slower is cut off with 408. Default 30s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes idle keep-alive connections. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ShutdownTimeout is the drain budget on SIGTERM. Default 30s.
@@ -201,6 +204,7 @@ func Default() Config {
 			Listen:            ":8080",
 			MaxBodyBytes:      32 << 20,
 			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
 			TLS:               TLS{Mode: "off", ACME: ACME{Storage: "file"}},

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/faxsim"
+)
+
+//go:embed demo.yaml
+var demoConfig []byte
+
+// cmdDemo runs the gateway in front of an embedded upstream simulator and
+// prints curl commands that work when pasted.
+func cmdDemo(ctx context.Context, args []string, e env) int {
+	fs := flag.NewFlagSet("faxgate demo", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "proxy listen address")
+	adminListen := fs.String("admin-listen", "127.0.0.1:9090", "admin listen address")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return 1
+	}
+
+	var kb [24]byte
+	_, _ = rand.Read(kb[:])
+	key := "demo_" + hex.EncodeToString(kb[:])
+	sim := faxsim.New(faxsim.Options{APIKey: key})
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "faxgate: simulator listener: %v\n", err)
+		return 1
+	}
+	ssrv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = ssrv.Serve(sln) }()
+	defer ssrv.Close()
+
+	vars := map[string]string{
+		"FAXGATE_DEMO_LISTEN":       *listen,
+		"FAXGATE_DEMO_ADMIN_LISTEN": *adminListen,
+		"FAXGATE_DEMO_UPSTREAM":     "http://" + sln.Addr().String(),
+		"FAXGATE_DEMO_API_KEY":      key,
+	}
+	getenv := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	cfg, err := config.Parse(demoConfig, getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "faxgate: demo config: %s\n", oneLine("demo.yaml", err))
+		return 1
+	}
+	de := e
+	de.getenv = getenv
+	de.ready = func(proxyAddr, adminAddr string) {
+		printDemo(e, proxyAddr, adminAddr, sln.Addr().String())
+		if e.ready != nil {
+			e.ready(proxyAddr, adminAddr)
+		}
+	}
+	if err := serve(ctx, cfg, de); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(e.stderr, "faxgate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func printDemo(e env, proxyAddr, adminAddr, simAddr string) {
+	p, a := "http://"+proxyAddr, "http://"+adminAddr
+	fmt.Fprintf(e.stdout, `faxgate demo: gateway %s, admin %s, upstream simulator http://%s
+No credentials anywhere: the gateway holds the simulator's API key and injects the token.
+Paste any of these into another terminal (Ctrl-C here stops the demo):
+
+# List contacts. You are caller "demo", identified by your loopback source address.
+curl -s -X POST %s/v1/contacts/list -H 'Content-Type: application/json' -d '{}'
+
+# Create a contact.
+curl -s -X POST %s/v1/contacts/create -H 'Content-Type: application/json' -d '{"type":"individual","is_organization":false,"first_name":"Ada","last_name":"Lovelace","email":"ada@example.com","fax_number":"+15551234567","dob":"1815-12-10","gender":"female"}'
+
+# Deleting a number is denied by default: 403 with error "forbidden".
+curl -s -i -X POST %s/v1/numbers/delete -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
+
+# Caller "ops" (named by X-Faxgate-Caller from a trusted proxy) is granted numbers.delete,
+# and must echo the number_id in X-Faxgate-Confirm.
+curl -s -X POST %s/v1/numbers/delete -H 'X-Faxgate-Caller: ops' -H 'X-Faxgate-Confirm: num_1001' -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
+
+# Readiness and metrics.
+curl -s %s/readyz
+curl -s %s/metrics | grep '^faxgate_'
+`, p, a, simAddr, p, p, p, p, a, a)
+}

@@ -1,0 +1,24 @@
+// Command faxgate is the authenticating gateway in front of the Customer API.
+// main is wiring only: it parses arguments, loads config, builds the parts
+// and returns an exit code.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv})
+	stop()
+	os.Exit(code)
+}

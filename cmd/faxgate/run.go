@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	"github.com/faxgate/faxgate/internal/config"
+)
+
+// env is the process environment handed to run, so tests can drive the
+// program without touching the real one.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) (string, bool)
+	// ready, when set, receives the bound addresses once the gateway serves.
+	ready func(proxyAddr, adminAddr string)
+}
+
+const usage = `usage:
+  faxgate serve --config FILE   run the gateway until SIGINT/SIGTERM
+  faxgate check --config FILE   validate FILE; exit 0 valid, 1 invalid
+  faxgate demo [--listen ADDR] [--admin-listen ADDR]
+                                gateway + embedded upstream simulator, with curl examples
+  faxgate version               version, commit, Go version
+`
+
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return 1
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], e)
+	case "check":
+		return cmdCheck(args[1:], e)
+	case "demo":
+		return cmdDemo(ctx, args[1:], e)
+	case "version", "--version", "-version":
+		fmt.Fprintf(e.stdout, "faxgate %s (commit %s, %s)\n", version, commit, runtime.Version())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(e.stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(e.stderr, "faxgate: unknown command %q\n%s", args[0], usage)
+		return 1
+	}
+}
+
+func configFlag(name string, args []string, e env) (string, bool) {
+	fs := flag.NewFlagSet("faxgate "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	path := fs.String("config", "", "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return "", false
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "faxgate %s: --config FILE is required\n", name)
+		return "", false
+	}
+	return *path, true
+}
+
+func cmdCheck(args []string, e env) int {
+	path, ok := configFlag("check", args, e)
+	if !ok {
+		return 1
+	}
+	_, err := config.Load(path, e.getenv)
+	var ps config.Problems
+	switch {
+	case errors.As(err, &ps):
+		for _, p := range ps {
+			fmt.Fprintln(e.stdout, p.String())
+		}
+		return 1
+	case err != nil:
+		fmt.Fprintf(e.stdout, "%v\n", err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "%s: ok\n", path)
+	return 0
+}
+
+func cmdServe(ctx context.Context, args []string, e env) int {
+	path, ok := configFlag("serve", args, e)
+	if !ok {
+		return 1
+	}
+	cfg, err := config.Load(path, e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "faxgate: %s\n", oneLine(path, err))
+		return 1
+	}
+	if err := serve(ctx, cfg, e); err != nil {
+		fmt.Fprintf(e.stderr, "faxgate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// oneLine is the contract's one-line start failure for a bad config.
+func oneLine(path string, err error) string {
+	var ps config.Problems
+	if errors.As(err, &ps) && len(ps) > 0 {
+		more := ""
+		if len(ps) > 1 {
+			more = fmt.Sprintf(" (and %d more; run faxgate check --config %s)", len(ps)-1, path)
+		}
+		return "invalid config " + path + ": " + ps[0].String() + more
+	}
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}

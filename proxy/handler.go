@@ -1,0 +1,401 @@
+// Package proxy is faxgate's request path: it names the caller, resolves the
+// request-target to exactly one route, applies policy and rate limits,
+// strips caller credentials, injects the Bearer token and relays the exchange
+// with the upstream through httputil.ReverseProxy.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// maxHeaderBytes is the request head size answered with 431 (contract section 5).
+const maxHeaderBytes = 32 << 10
+
+// Rules is everything that decides what a caller may do. The handler reads it
+// through one atomic pointer, so a reload swaps it whole between requests.
+type Rules struct {
+	Table      *policy.Table
+	Identifier *policy.Identifier
+	Policy     *policy.Policy
+	Limiter    policy.RateLimiter
+}
+
+// Options configures a Handler. Every dependency is injected.
+type Options struct {
+	Upstream        *url.URL          // upstream.base_url, possibly with a path prefix
+	Transport       http.RoundTripper // the tuned transport to the upstream
+	Tokens          tokencache.Source
+	Rules           *Rules
+	MaxBodyBytes    int64
+	ReadTimeout     time.Duration // longest pause between two reads of a request body
+	UpstreamTimeout time.Duration
+	AuthShim        bool   // answer POST /v1/auth locally instead of 403
+	IdentityHeader  string // removed before forwarding
+	Metrics         *metrics.Metrics
+	Logger          *zap.Logger
+}
+
+// Handler is the proxy listener's http.Handler.
+type Handler struct {
+	opts     Options
+	rules    atomic.Pointer[Rules]
+	rp       *httputil.ReverseProxy
+	ids      *idGen
+	log      *zap.Logger
+	audit    *zap.Logger
+	basePath string
+	bufs     sync.Pool
+}
+
+// New builds the handler.
+func New(o Options) *Handler {
+	h := &Handler{
+		opts:     o,
+		ids:      newIDGen(),
+		log:      o.Logger.Named("access"),
+		audit:    o.Logger.Named("audit"),
+		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
+	}
+	h.bufs.New = func() any { return new(bytes.Buffer) }
+	h.rules.Store(o.Rules)
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.errorHandler,
+		BufferPool:     newBufferPool(),
+		ErrorLog:       zap.NewStdLog(o.Logger.Named("reverseproxy")),
+	}
+	return h
+}
+
+// SetRules replaces the rules for every request that starts afterwards.
+func (h *Handler) SetRules(r *Rules) { h.rules.Store(r) }
+
+// exchange is one request's state, shared by the handler, the rewrite hook,
+// the transport and the error handler through the request context.
+type exchange struct {
+	start          time.Time
+	id             string
+	caller         string
+	route          string
+	method         string
+	target         policy.Target
+	status         int
+	code           string // contract error code when the gateway answered
+	upstreamStatus int
+	body           requestBody
+	buffered       *bufferedBody
+	fail           *gatewayError // set by the transport or body reader
+	deadline       context.Context
+	decision       policy.Decision
+	numberID       string
+	orderID        string
+	auditReason    string
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return ex
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	m := h.opts.Metrics
+	m.Inflight.Inc()
+	defer m.Inflight.Dec()
+	ex := &exchange{start: time.Now(), caller: "unidentified", route: "none", method: metrics.Method(r.Method)}
+	w := &responseWriter{ResponseWriter: rw}
+	if id := r.Header.Get("X-Request-Id"); validRequestID(id) {
+		ex.id = id
+	} else {
+		ex.id = h.ids.next()
+	}
+	w.Header()["X-Request-Id"] = []string{ex.id}
+	defer h.finish(w, r, ex)
+
+	if ge := h.serve(w, r, ex); ge != nil {
+		h.refuse(w, ex, ge)
+	}
+}
+
+// serve runs the request through every check and forwards it; a non-nil
+// result is the refusal to answer with.
+func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
+	if ex.method == "other" {
+		return errMethod
+	}
+	if framingRejected(r) {
+		w.Header().Set("Connection", "close")
+		return errFraming
+	}
+	if headerBytes(r) > maxHeaderBytes {
+		w.Header().Set("Connection", "close")
+		return errHeadersTooLarge
+	}
+	rules := h.rules.Load()
+	name, _, ok := rules.Identifier.Identify(r)
+	if !ok {
+		return errUnidentified
+	}
+	ex.caller = name
+	tgt, perr := rules.Table.Resolve(r.Method, r.RequestURI)
+	if perr != nil {
+		return &gatewayError{perr.Status, perr.Code, perr.Message}
+	}
+	ex.target, ex.route = tgt, tgt.Route
+	if tgt.Route == "auth" {
+		return h.auth(w, r, ex)
+	}
+	ex.decision = rules.Policy.Decide(name, tgt.Route)
+	if !ex.decision.Allowed {
+		return forbidden(name, tgt.Route)
+	}
+	if !tgt.MethodOK {
+		return routeMethod(tgt.Route)
+	}
+	if h.upgradeRequested(r) {
+		return errNotForwardable
+	}
+	if rules.Limiter != nil {
+		res := rules.Limiter.Allow(name)
+		setRateLimitHeaders(w.Header(), res)
+		if !res.Allowed {
+			m := h.opts.Metrics
+			m.RateLimited.WithLabelValues(name).Inc()
+			return rateLimited(name)
+		}
+	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		return errBodyTooLarge
+	}
+	if ge := h.prepareBody(w, r, ex); ge != nil {
+		return ge
+	}
+	if ex.decision.Confirm {
+		if ge := h.confirm(r, ex); ge != nil {
+			return ge
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), exchangeKey{}, ex), h.opts.UpstreamTimeout)
+	defer cancel()
+	ex.deadline = ctx
+	h.rp.ServeHTTP(w, r.WithContext(ctx))
+	return nil
+}
+
+// upgradeRequested reports a protocol switch attempt: no protocol switch
+// passes the gateway (contract section 5).
+func (h *Handler) upgradeRequested(r *http.Request) bool {
+	_, ok := r.Header["Upgrade"]
+	return ok
+}
+
+// auth answers POST /v1/auth for a caller: it is never forwarded.
+func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
+	if !h.opts.AuthShim {
+		return errAuthManaged
+	}
+	if r.Method != http.MethodPost {
+		return routeMethod("auth")
+	}
+	// The shim lets unmodified SDKs that insist on the auth dance work: they get
+	// a placeholder, which the gateway strips like any caller credential.
+	body := `{"status":1,"message":"Token generated successfully.","data":{"access_token":"faxgate-managed","token_type":"Bearer","expires_in":86400}}`
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(body))
+	return nil
+}
+
+// confirm enforces policy.confirm on the buffered body (contract section 2).
+func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
+	var body []byte
+	if ex.buffered != nil {
+		body = ex.buffered.buf.Bytes()
+	} else if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// Over the replay buffer: far larger than any delete body.
+		return &gatewayError{http.StatusRequestEntityTooLarge, "body_too_large", "a confirmed route's body must be at most 1 MiB"}
+	}
+	num, order, perr := policy.CheckConfirm(ex.target.RawQuery, body, r.Header.Get("X-Faxgate-Confirm"))
+	ex.numberID, ex.orderID = num, order
+	if perr != nil {
+		return &gatewayError{perr.Status, perr.Code, perr.Message}
+	}
+	return nil
+}
+
+// prepareBody wraps the caller's body and buffers it when it is small enough
+// to resend after a 401; larger bodies stream.
+func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	ex.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
+		timeout: h.opts.ReadTimeout, limit: h.opts.MaxBodyBytes}
+	if r.ContentLength > retryBufferMax {
+		r.Body = &ex.body
+		return nil
+	}
+	buf := h.bufs.Get().(*bytes.Buffer)
+	_, err := buf.ReadFrom(io.LimitReader(&ex.body, retryBufferMax+1))
+	if err != nil {
+		buf.Reset()
+		h.bufs.Put(buf)
+		if ex.body.err != nil {
+			w.Header().Set("Connection", "close")
+			return ex.body.err
+		}
+		return errBodyRead
+	}
+	if buf.Len() > retryBufferMax {
+		// Unknown length and over the buffer: stream what was read, then the rest.
+		prefix := append([]byte(nil), buf.Bytes()...)
+		buf.Reset()
+		h.bufs.Put(buf)
+		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(prefix), &ex.body), c: &ex.body}
+		return nil
+	}
+	ex.buffered = &bufferedBody{buf: buf, pool: &h.bufs}
+	r.Body = ex.buffered.reader()
+	r.ContentLength = int64(buf.Len())
+	r.TransferEncoding = nil
+	r.GetBody = func() (io.ReadCloser, error) { return ex.buffered.reader(), nil }
+	if r.ContentLength == 0 {
+		r.Body = http.NoBody
+	}
+	return nil
+}
+
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeFrom(pr.In.Context())
+	u := h.opts.Upstream
+	out := pr.Out
+	out.URL.Scheme = u.Scheme
+	out.URL.Host = u.Host
+	out.URL.Path = h.basePath + ex.target.Path
+	out.URL.RawPath = ""
+	out.URL.RawQuery = ex.target.RawQuery
+	out.URL.ForceQuery = false
+	out.URL.Fragment, out.URL.RawFragment = "", ""
+	out.Host = ""
+	stripRequestHeaders(out.Header, h.opts.IdentityHeader)
+	out.Header["X-Request-Id"] = []string{ex.id}
+}
+
+func (h *Handler) modifyResponse(res *http.Response) error {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return errNotForwardable
+	}
+	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
+	delete(res.Header, "X-Request-Id")
+	return nil
+}
+
+func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ex := exchangeFrom(r.Context())
+	var ge *gatewayError
+	switch {
+	case ex.body.err != nil:
+		ge = ex.body.err
+		w.Header().Set("Connection", "close")
+	case ex.fail != nil:
+		ge = ex.fail
+	case err == errNotForwardable:
+		ge = errUpstreamUnavailable
+	case ex.deadline != nil && ex.deadline.Err() == context.DeadlineExceeded:
+		ge = errUpstreamTimeout
+	case r.Context().Err() != nil:
+		// The caller went away; nobody reads an answer. 499 is the log's word for it.
+		ex.code = "client_closed"
+		if rw, ok := w.(*responseWriter); ok {
+			rw.status = 499
+		}
+		return
+	default:
+		ge = errUpstreamUnavailable
+	}
+	h.refuse(w.(*responseWriter), ex, ge)
+}
+
+// refuse answers with the gateway's envelope and counts the denial.
+func (h *Handler) refuse(w *responseWriter, ex *exchange, ge *gatewayError) {
+	ex.code = ge.code
+	h.opts.Metrics.Denied.WithLabelValues(ex.caller, ex.route, ge.code).Inc()
+	if w.wroteHeader {
+		return
+	}
+	writeError(w, ge)
+}
+
+// finish writes the access line, the audit line and the request metrics.
+func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := time.Since(ex.start)
+	m := h.opts.Metrics
+	m.Requests.WithLabelValues(ex.caller, ex.route, ex.method, metrics.Code(status)).Inc()
+	m.RequestDuration.WithLabelValues(ex.caller, ex.route).Observe(elapsed.Seconds())
+	if ex.buffered != nil {
+		ex.buffered.release()
+	}
+	bytesIn := ex.body.n
+	if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
+		ce.Write(
+			zap.String("request_id", ex.id),
+			zap.String("caller", ex.caller),
+			zap.String("route", ex.route),
+			zap.String("method", ex.method),
+			zap.Int("status", status),
+			zap.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+			zap.Int64("bytes_in", bytesIn),
+			zap.Int64("bytes_out", w.bytes),
+			zap.Int("upstream_status", ex.upstreamStatus),
+			zap.String("error", ex.code),
+		)
+	}
+	if ex.decision.Sensitive {
+		h.writeAudit(ex, status)
+	}
+}
+
+func (h *Handler) writeAudit(ex *exchange, status int) {
+	decision, reason := "allowed", ""
+	if ex.code != "" && ex.upstreamStatus == 0 {
+		decision, reason = "denied", ex.code
+	}
+	fields := []zap.Field{
+		zap.String("request_id", ex.id),
+		zap.String("caller", ex.caller),
+		zap.String("route", ex.route),
+		zap.String("decision", decision),
+		zap.String("reason", reason),
+		zap.Int("status", status),
+		zap.Int("upstream_status", ex.upstreamStatus),
+	}
+	if ex.route == "numbers.delete" {
+		fields = append(fields, zap.String("number_id", ex.numberID), zap.String("order_id", ex.orderID))
+	}
+	h.audit.Info("audit", fields...)
+}

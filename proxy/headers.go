@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+)
+
+// strippedRequestHeaders never reach the upstream (contract sections 3, 4, 5):
+// caller credentials, forwarding claims a caller could forge, method and URL
+// overrides that would make the upstream act on another route than the one
+// policy checked, hop-by-hop headers, and the gateway's own control headers.
+// ReverseProxy already removes the standard hop-by-hop set and every header
+// named in Connection; they are listed again so the rule does not depend on it.
+var strippedRequestHeaders = []string{
+	"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
+	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
+	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
+	"X-Original-Url", "X-Rewrite-Url",
+	"Connection", "Proxy-Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
+	"Transfer-Encoding", "Http2-Settings",
+	"X-Forwarded-Client-Cert", "X-Faxgate-Confirm",
+}
+
+// stripRequestHeaders removes, in place, everything the gateway does not
+// forward; identity is the configured identity header.
+func stripRequestHeaders(h http.Header, identity string) {
+	for _, k := range strippedRequestHeaders {
+		delete(h, k)
+	}
+	delete(h, identity)
+	for k := range h {
+		if strings.HasPrefix(k, "X-Forwarded-") {
+			delete(h, k)
+		}
+	}
+}
+
+// scrubResponseHeaders drops every upstream response header whose value holds
+// the token, so an upstream that echoes credentials cannot hand them to a caller.
+func scrubResponseHeaders(h http.Header, token string) {
+	if token == "" {
+		return
+	}
+	for k, vs := range h {
+		for _, v := range vs {
+			if strings.Contains(v, token) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// headerBytes estimates the request head's size as on the wire.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len(r.Host) + 8
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// validRequestID accepts the X-Request-Id values contract section 5 keeps.
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

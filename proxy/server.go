@@ -1,0 +1,28 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ServerOptions configures the proxy listener's http.Server.
+type ServerOptions struct {
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	Logger            *zap.Logger
+}
+
+// NewServer builds the proxy listener's server. Its header limit sits above
+// the contract's 32 KiB so that the handler, not the server, answers 431 in
+// the gateway's envelope.
+func NewServer(h http.Handler, o ServerOptions) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    4 * maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(o.Logger.Named("http")),
+	}
+}

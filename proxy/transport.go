@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+var errNoToken = errors.New("no valid upstream token")
+
+// authTransport puts the Bearer token on each upstream request at the last
+// moment and handles an upstream 401 (contract section 6): the rejected token
+// is invalidated (if still current) and the request is resent once with a
+// new token when its body can be replayed.
+type authTransport struct {
+	next    http.RoundTripper
+	tokens  tokencache.Source
+	metrics *metrics.Metrics
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ex := exchangeFrom(req.Context())
+	tok, err := t.tokens.Token(req.Context())
+	if err != nil {
+		ex.fail = errTokenUnavailable
+		return nil, errNoToken
+	}
+	req.Header["Authorization"] = []string{tok.Header()}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {
+		if t.tokens.Invalidate(tok) && replayable(req) {
+			if r2, tok2, ok := t.resend(req, resp, ex); ok {
+				resp, err, tok = r2.resp, r2.err, tok2
+			}
+		}
+	}
+	t.metrics.UpstreamDuration.WithLabelValues(ex.route).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, err
+	}
+	ex.upstreamStatus = resp.StatusCode
+	scrubResponseHeaders(resp.Header, tok.Value.Reveal())
+	return resp, nil
+}
+
+type roundTripResult struct {
+	resp *http.Response
+	err  error
+}
+
+// resend repeats req once with a fresh token. ok=false keeps the original 401.
+func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exchange) (roundTripResult, *tokencache.Token, bool) {
+	tok, err := t.tokens.Token(req.Context())
+	if err != nil {
+		return roundTripResult{}, nil, false
+	}
+	r2 := req.Clone(req.Context())
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return roundTripResult{}, nil, false
+		}
+		r2.Body = body
+	}
+	// The first answer is dropped: drain a little so the connection can be reused.
+	_, _ = io.CopyN(io.Discard, first.Body, 4<<10)
+	first.Body.Close()
+	r2.Header["Authorization"] = []string{tok.Header()}
+	t.metrics.Upstream401Retries.WithLabelValues(ex.route).Inc()
+	resp, err := t.next.RoundTrip(r2)
+	return roundTripResult{resp, err}, tok, true
+}
+
+// replayable reports whether req's body can be sent again.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}

@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"net/http"
+	"sync"
+)
+
+// responseWriter records what the access log and metrics need. Unwrap keeps
+// http.ResponseController (flushing, deadlines) working through it.
+type responseWriter struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if !w.wroteHeader && code >= 200 {
+		w.wroteHeader = true
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.wroteHeader = true
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bufferPool recycles ReverseProxy's 32 KiB copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	bp := &bufferPool{}
+	bp.p.New = func() any { b := make([]byte, 32<<10); return &b }
+	return bp
+}
+
+func (bp *bufferPool) Get() []byte  { return *(bp.p.Get().(*[]byte)) }
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
