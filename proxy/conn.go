@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"strconv"
 )
@@ -73,11 +74,18 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if c.err != nil {
-			if c.ready < c.end { // a held, incomplete head at EOF: hand it over as is
+			// Errors are reported once, not kept: the server aborts its
+			// background read with a past deadline and then reads on.
+			err := c.err
+			c.err = nil
+			var ne net.Error
+			if c.ready < c.end && !(errors.As(err, &ne) && ne.Timeout()) {
+				// The peer is gone with a head incomplete: hand it over as is.
 				c.ready = c.end
+				c.err = err
 				continue
 			}
-			return 0, c.err
+			return 0, err
 		}
 		// Everything returnable was returned: keep only the held bytes.
 		held := copy(c.buf, c.buf[c.ready:c.end])

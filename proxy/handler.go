@@ -26,21 +26,12 @@ import (
 // maxHeaderBytes is the request head size answered with 431 (contract section 5).
 const maxHeaderBytes = 32 << 10
 
-// Rules is everything that decides what a caller may do. The handler reads it
-// through one atomic pointer, so a reload swaps it whole between requests.
-type Rules struct {
-	Table      *policy.Table
-	Identifier *policy.Identifier
-	Policy     *policy.Policy
-	Limiter    policy.RateLimiter
-}
-
 // Options configures a Handler. Every dependency is injected.
 type Options struct {
 	Upstream        *url.URL          // upstream.base_url, possibly with a path prefix
 	Transport       http.RoundTripper // the tuned transport to the upstream
 	Tokens          tokencache.Source
-	Rules           *Rules
+	Rules           *policy.Rules
 	MaxBodyBytes    int64
 	ReadTimeout     time.Duration // longest pause between two reads of a request body
 	UpstreamTimeout time.Duration
@@ -53,7 +44,7 @@ type Options struct {
 // Handler is the proxy listener's http.Handler.
 type Handler struct {
 	opts     Options
-	rules    atomic.Pointer[Rules]
+	rules    atomic.Pointer[policy.Rules]
 	rp       *httputil.ReverseProxy
 	ids      *idGen
 	log      *zap.Logger
@@ -85,7 +76,7 @@ func New(o Options) *Handler {
 }
 
 // SetRules replaces the rules for every request that starts afterwards.
-func (h *Handler) SetRules(r *Rules) { h.rules.Store(r) }
+func (h *Handler) SetRules(r *policy.Rules) { h.rules.Store(r) }
 
 // exchange is one request's state, shared by the handler, the rewrite hook,
 // the transport and the error handler through the request context.

@@ -56,7 +56,7 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 		Metrics:       met,
 		Logger:        log.Named("token"),
 	})
-	rules, err := buildRules(cfg, time.Now)
+	rules, err := policy.Compile(cfg, time.Now)
 	if err != nil {
 		return err
 	}
@@ -139,29 +139,6 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// buildRules turns the callers, routes, policy and rate_limit sections into
-// the proxy's rules.
-func buildRules(cfg *config.Config, now func() time.Time) (*proxy.Rules, error) {
-	table, err := policy.NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
-	if err != nil {
-		return nil, err
-	}
-	id, err := policy.NewIdentifier(cfg.Callers)
-	if err != nil {
-		return nil, err
-	}
-	pol, err := policy.NewPolicy(cfg.Callers.List, cfg.Policy, table)
-	if err != nil {
-		return nil, err
-	}
-	return &proxy.Rules{
-		Table:      table,
-		Identifier: id,
-		Policy:     pol,
-		Limiter:    policy.NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now),
-	}, nil
 }
 
 // keySource resolves upstream.api_key_file / api_key_env. The file is

@@ -1,0 +1,251 @@
+// Package gatewaytest starts a real gateway for tests: the proxy handler on a
+// real loopback listener (with the framing sniffer), in front of a real faxsim
+// on its own listener, with the real token manager, policy and metrics, and
+// the logs captured for inspection.
+package gatewaytest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/proxy"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// Key is the API secret every test gateway holds.
+const Key = "sk_test_K3y-that-must-never-leak-0123456789"
+
+// Options shape a test gateway.
+type Options struct {
+	// Config is YAML for every section but upstream (which the harness writes).
+	Config string
+	// UpstreamTimeout is upstream.timeout; default 5s.
+	UpstreamTimeout time.Duration
+	// TokenTTL is the simulator's token lifetime; default 24h.
+	TokenTTL time.Duration
+	// Wrap, when set, wraps the simulator's handler (to misbehave on purpose).
+	Wrap func(http.Handler) http.Handler
+	// SimKey is the key the simulator accepts; default Key.
+	SimKey string
+	// NoWait skips waiting for the first token.
+	NoWait bool
+}
+
+// Gateway is a running test gateway.
+type Gateway struct {
+	URL      string // http://127.0.0.1:port of the proxy listener
+	Addr     string
+	Sim      *faxsim.Sim
+	Upstream *httptest.Server
+	Handler  *proxy.Handler
+	Server   *http.Server
+	Tokens   *tokencache.Manager
+	Registry *prometheus.Registry
+	Metrics  *metrics.Metrics
+	Config   *config.Config
+	// Client talks to this gateway only; its connections close with the test.
+	Client *http.Client
+	logs   *syncBuffer
+}
+
+// Start builds and starts a gateway; everything stops at the end of the test.
+func Start(t testing.TB, o Options) *Gateway {
+	t.Helper()
+	if o.UpstreamTimeout == 0 {
+		o.UpstreamTimeout = 5 * time.Second
+	}
+	if o.SimKey == "" {
+		o.SimKey = Key
+	}
+	sim := faxsim.New(faxsim.Options{APIKey: o.SimKey, TokenTTL: o.TokenTTL})
+	var h http.Handler = sim
+	if o.Wrap != nil {
+		h = o.Wrap(sim)
+	}
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+
+	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
+		up.URL, o.UpstreamTimeout, o.Config)
+	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
+		if k == "FG_TEST_KEY" {
+			return Key, true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatalf("test config: %v\n%s", err, yaml)
+	}
+
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("gateway logs:\n%s", logs.String())
+		}
+	})
+	lvl, _ := zapcore.ParseLevel(cfg.Log.Level)
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), lvl))
+	reg := prometheus.NewRegistry()
+	met := metrics.New(reg, "test")
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	clock := tokencache.RealClock{}
+	tokens := tokencache.NewManager(tokencache.Options{
+		Fetcher:       tokencache.NewClient(up.URL, tr, o.UpstreamTimeout, tokencache.StaticKey(tokencache.NewSecret(Key)), clock),
+		Clock:         clock,
+		RefreshBefore: cfg.Token.RefreshBefore,
+		RetryMin:      cfg.Token.RetryMin,
+		RetryMax:      cfg.Token.RetryMax,
+		Metrics:       met,
+		Logger:        log.Named("token"),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tokens.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	rules, err := policy.Compile(cfg, time.Now)
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	base, _ := url.Parse(up.URL)
+	handler := proxy.New(proxy.Options{
+		Upstream: base, Transport: tr, Tokens: tokens, Rules: rules,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		UpstreamTimeout: cfg.Upstream.Timeout, AuthShim: cfg.Policy.AuthEndpoint == "shim",
+		IdentityHeader: cfg.Callers.IdentityHeader, Metrics: met, Logger: log,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.NewServer(handler, proxy.ServerOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout: cfg.Server.IdleTimeout, Logger: log})
+	go func() { _ = srv.Serve(proxy.WrapListener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	g := &Gateway{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), Sim: sim, Upstream: up,
+		Handler: handler, Server: srv, Tokens: tokens, Registry: reg, Metrics: met, Config: cfg, logs: logs}
+	ctr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
+	t.Cleanup(ctr.CloseIdleConnections)
+	g.Client = &http.Client{Transport: ctr, Timeout: 30 * time.Second}
+	if !o.NoWait {
+		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer wcancel()
+		if _, err := tokens.Token(wctx); err != nil {
+			t.Fatalf("no first token: %v", err)
+		}
+	}
+	return g
+}
+
+// Do sends a request to the gateway and returns the response with its body read.
+func (g *Gateway) Do(t testing.TB, method, path string, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, g.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body == "" {
+		req.Body = http.NoBody
+		req.ContentLength = 0
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp, b.String()
+}
+
+// Raw writes raw bytes on a new TCP connection and returns everything the
+// gateway answers until it closes the connection or the timeout passes.
+func (g *Gateway) Raw(t testing.TB, raw string, timeout time.Duration) string {
+	t.Helper()
+	c, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(c)
+	return out.String()
+}
+
+// Logs returns every log line written so far.
+func (g *Gateway) Logs() string { return g.logs.String() }
+
+// LogLines returns the log lines whose msg is msg, decoded.
+func (g *Gateway) LogLines(msg string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(g.logs.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Envelope decodes a gateway error body.
+func Envelope(t testing.TB, body string) (status int, message, code string) {
+	t.Helper()
+	var e struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+		Error   string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("not a JSON envelope: %q", body)
+	}
+	return e.Status, e.Message, e.Error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
