@@ -1,0 +1,53 @@
+// Package policy decides, for every request, which route it is, who the
+// caller is and what the caller may do (contract sections 3, 4 and 7).
+//
+// It is the gateway's security core, so it follows one rule throughout: the
+// path that policy checks is the path that is forwarded. Ambiguous
+// request-targets are refused, never cleaned, because any cleaning the
+// gateway does differently from the upstream is a way around the policy.
+package policy
+
+import "net/http"
+
+// Error is a refusal made by the gateway. The proxy maps it to the contract's
+// JSON envelope: {"status":0,"message":Message,"error":Code}.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is a contract section 7 error code (invalid_path, unknown_route ...).
+	Code string
+	// Message is safe to show the caller and to log: it never echoes the
+	// raw path, query, body or header values, which may hold secrets or IDs.
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// The error codes of contract section 7 that this package produces or that
+// the proxy produces from a Decision.
+const (
+	CodeInvalidPath          = "invalid_path"
+	CodeInvalidRequest       = "invalid_request"
+	CodeUnknownRoute         = "unknown_route"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeForbidden            = "forbidden"
+	CodeUnidentifiedCaller   = "unidentified_caller"
+	CodeConfirmationRequired = "confirmation_required"
+)
+
+func invalidPath(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidPath, Message: msg}
+}
+
+func invalidRequest(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidRequest, Message: msg}
+}
+
+func unknownRoute(msg string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeUnknownRoute, Message: msg}
+}
+
+func confirmationRequired(msg string) *Error {
+	return &Error{Status: http.StatusPreconditionRequired, Code: CodeConfirmationRequired, Message: msg}
+}
