@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -227,7 +228,19 @@ func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 		// Over the replay buffer: far larger than any delete body.
 		return &gatewayError{http.StatusRequestEntityTooLarge, "body_too_large", "a confirmed route's body must be at most 1 MiB"}
 	}
-	num, order, perr := policy.CheckConfirm(ex.target.RawQuery, body, r.Header.Get("X-Faxgate-Confirm"))
+	// The upstream must read the body as the JSON the gateway checked, not as a form.
+	ct := r.Header.Values("Content-Type")
+	if len(ct) != 1 {
+		ct = []string{""}
+	}
+	if mt, _, err := mime.ParseMediaType(ct[0]); err != nil || mt != "application/json" {
+		return &gatewayError{http.StatusBadRequest, "invalid_request", "a confirmed route's body must be sent as Content-Type: application/json"}
+	}
+	confirm := ""
+	if vs := r.Header.Values("X-Faxgate-Confirm"); len(vs) == 1 {
+		confirm = vs[0]
+	}
+	num, order, perr := policy.CheckConfirm(ex.target.RawQuery, body, confirm)
 	ex.numberID, ex.orderID = num, order
 	if perr != nil {
 		return &gatewayError{perr.Status, perr.Code, perr.Message}

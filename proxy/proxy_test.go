@@ -222,6 +222,9 @@ func TestNumbersDeletePolicy(t *testing.T) {
 		{"case-folded duplicate key", "POST", `{"number_id":"num_1002","Number_ID":"num_1001"}`, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1002"}, 400, "invalid_request"},
 		{"query string", "POST", body, "/v1/numbers/delete?number_id=num_1002", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001"}, 400, "invalid_request"},
 		{"not json", "POST", `number_id=num_1001`, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001"}, 400, "invalid_request"},
+		{"json body sent as a form", "POST", body, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001", "Content-Type", "application/x-www-form-urlencoded"}, 400, "invalid_request"},
+		{"two content types", "POST", body, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001", "Content-Type", "application/json", "Content-Type", "text/plain"}, 400, "invalid_request"},
+		{"confirmation header twice", "POST", body, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001", "X-Faxgate-Confirm", "num_1001"}, 428, "confirmation_required"},
 		{"identity header value matches exactly", "POST", body, "/v1/numbers/delete", []string{"X-Faxgate-Caller", "OPS", "X-Faxgate-Confirm", "num_1001"}, 403, "forbidden"},
 		{"granted and confirmed", "POST", body, "/V1/NUMBERS/DELETE/", []string{"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1001"}, 200, ""},
 	} {
@@ -245,8 +248,8 @@ func TestNumbersDeletePolicy(t *testing.T) {
 		t.Fatalf("owned numbers = %d, want 2 (exactly one deleted)", len(owned))
 	}
 	audits := g.LogLines("audit")
-	if len(audits) != 11 {
-		t.Fatalf("audit lines = %d, want one per numbers.delete request (11)", len(audits))
+	if len(audits) != 14 {
+		t.Fatalf("audit lines = %d, want one per numbers.delete request (14)", len(audits))
 	}
 	last := audits[len(audits)-1]
 	if last["decision"] != "allowed" || last["caller"] != "ops" || last["number_id"] != "num_1001" || last["order_id"] != "ord_5001" {

@@ -53,14 +53,17 @@ type TLS struct {
 
 // ACME is server.tls.acme.
 type ACME struct {
+	// Domains are the names to obtain certificates for. Default none.
 	Domains []string `yaml:"domains"`
-	Email   string   `yaml:"email"`
+	// Email is the ACME account's contact address. Default "".
+	Email string `yaml:"email"`
 	// Directory is the ACME directory URL; empty means the public default CA.
 	Directory string `yaml:"directory"`
 	// CARootFile is a trust root for a private ACME CA.
 	CARootFile string `yaml:"ca_root_file"`
 	// Storage is file or redis. Default "file".
-	Storage     string `yaml:"storage"`
+	Storage string `yaml:"storage"`
+	// StoragePath is the directory of storage "file"; default "" means certmagic's.
 	StoragePath string `yaml:"storage_path"`
 }
 
@@ -105,15 +108,20 @@ type Token struct {
 type Redis struct {
 	// Addrs: one address is a single node; several are a cluster; with
 	// MasterName they are sentinels. Default ["127.0.0.1:6379"].
-	Addrs      []string `yaml:"addrs"`
-	MasterName string   `yaml:"master_name"`
-	Username   string   `yaml:"username"`
+	Addrs []string `yaml:"addrs"`
+	// MasterName, when set, makes Addrs sentinels of this master. Default "".
+	MasterName string `yaml:"master_name"`
+	// Username is the ACL user. Default "".
+	Username string `yaml:"username"`
 	// PasswordEnv names an environment variable holding the password.
+	// Default "" (no password).
 	PasswordEnv string `yaml:"password_env"`
-	DB          int    `yaml:"db"`
+	// DB is the database number (single node and sentinel). Default 0.
+	DB int `yaml:"db"`
 	// KeyPrefix prefixes every key faxgate writes. Default "faxgate:".
 	KeyPrefix string `yaml:"key_prefix"`
-	TLS       bool   `yaml:"tls"`
+	// TLS connects to Redis over TLS. Default false.
+	TLS bool `yaml:"tls"`
 }
 
 // Callers says who callers are and what each may do.
@@ -147,8 +155,10 @@ type Caller struct {
 
 // Limit is a token-bucket rate: RPS requests per second with bursts of Burst.
 type Limit struct {
-	RPS   float64 `yaml:"rps"`
-	Burst int     `yaml:"burst"`
+	// RPS is the sustained rate, in requests per second; > 0.
+	RPS float64 `yaml:"rps"`
+	// Burst is the bucket size; >= 1.
+	Burst int `yaml:"burst"`
 }
 
 // RateLimit configures per-caller rate limits.
@@ -169,11 +179,15 @@ type Routes struct {
 	Extra []Route `yaml:"extra"`
 }
 
-// Route is one entry of routes.extra.
+// Route is a named upstream route: an entry of routes.extra or of BuiltinRoutes.
 type Route struct {
-	Name   string `yaml:"name"`
+	// Name is dotted lower-case words ("faxes.send"); it is used as a
+	// metric label.
+	Name string `yaml:"name"`
+	// Method is GET, POST, PATCH, PUT or DELETE.
 	Method string `yaml:"method"`
-	Path   string `yaml:"path"`
+	// Path is under /v1/; a segment {name} matches any one segment.
+	Path string `yaml:"path"`
 }
 
 // Policy is the gateway's access policy.

@@ -171,7 +171,13 @@ func (g *Gateway) Do(t testing.TB, method, path string, body string, hdr ...stri
 	} else {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// hdr names replace the defaults above; a name given twice is sent twice.
+	seen := map[string]bool{}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if k := http.CanonicalHeaderKey(hdr[i]); !seen[k] {
+			seen[k] = true
+			req.Header.Del(k)
+		}
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	resp, err := g.Client.Do(req)

@@ -1,0 +1,241 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// UnidentifiedCaller is the caller label of a request no caller matched; no
+// caller may be named so.
+const UnidentifiedCaller = "unidentified"
+
+var callerNameRE = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
+
+// reservedHeaders are headers the gateway strips, sets or interprets itself
+// (contract sections 3 to 5): an identity header among them would either
+// never arrive or collide with the gateway's own use. Names are canonical;
+// every X-Forwarded-* header is reserved too.
+var reservedHeaders = map[string]bool{
+	"Authorization": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
+	"Cookie": true, "Set-Cookie": true, "X-Api-Key": true,
+	"Host": true, "Forwarded": true, "X-Real-Ip": true,
+	"X-Request-Id": true, "X-Faxgate-Confirm": true,
+	"Content-Length": true, "Content-Type": true, "Content-Encoding": true,
+	"Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Upgrade": true, "Expect": true,
+	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true,
+	"X-Original-Url": true, "X-Rewrite-Url": true,
+	"Traceparent": true, "Tracestate": true,
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validSpiffeID reports whether s is spiffe://trust-domain[/path], with the
+// character sets of the SPIFFE ID specification, so that it can be compared
+// byte for byte with a certificate's URI SAN.
+func validSpiffeID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "spiffe://")
+	if !ok {
+		return false
+	}
+	td, p, hasPath := strings.Cut(rest, "/")
+	if td == "" {
+		return false
+	}
+	for i := 0; i < len(td); i++ {
+		c := td[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	if !hasPath {
+		return true
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !(isSegmentByte(c) || c == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s can arrive as a header value unchanged:
+// no control characters, and no surrounding white space (HTTP strips it).
+func validHeaderValue(s string) bool {
+	if strings.TrimSpace(s) != s {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// cidr checks a CIDR at path and returns its canonical form ("" when
+// invalid). A bare address is refused rather than read as /32 or /128: a
+// missing prefix length is more often a typo than a single host.
+func (v *validator) cidr(path, s string) string {
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil {
+		if _, aerr := netip.ParseAddr(s); aerr == nil {
+			v.add(path, "invalid CIDR %s (a single address needs /32 or /128)", v.q(path, s))
+		} else {
+			v.add(path, "invalid CIDR %s", v.q(path, s))
+		}
+		return ""
+	}
+	return pfx.Masked().String()
+}
+
+func (v *validator) validateCallers(c Callers, extra []Route) {
+	const hp = "callers.identity_header"
+	switch canon := textproto.CanonicalMIMEHeaderKey(c.IdentityHeader); {
+	case c.IdentityHeader == "":
+		v.add(hp, "required")
+	case !validHeaderName(c.IdentityHeader):
+		v.add(hp, "invalid header name %s", v.q(hp, c.IdentityHeader))
+	case reservedHeaders[canon] || strings.HasPrefix(canon, "X-Forwarded-"):
+		v.add(hp, "%s cannot be used: the gateway strips or sets it itself", v.q(hp, c.IdentityHeader))
+	}
+	for i, s := range c.TrustedProxies {
+		v.cidr(fmt.Sprintf("callers.trusted_proxies[%d]", i), s)
+	}
+
+	// names maps each caller name to the index of its first use.
+	names := map[string]int{}
+	for i, cl := range c.List {
+		if _, dup := names[cl.Name]; !dup {
+			names[cl.Name] = i
+		}
+	}
+	const up = "callers.unidentified"
+	if _, ok := names[c.Unidentified]; !ok && c.Unidentified != "deny" {
+		v.add(up, "%s is neither \"deny\" nor the name of a caller in callers.list", v.q(up, c.Unidentified))
+	}
+
+	known := append(routeNames(extra), RouteUnmatched)
+	// Each identifier may name one caller only; first maps it to the path
+	// where it was first seen and the index of that caller.
+	type seen struct {
+		path   string
+		caller int
+	}
+	first := map[string]seen{}
+	claim := func(kind, key, path, value string, caller int) {
+		if key == "" {
+			return
+		}
+		k := kind + " " + key
+		s, dup := first[k]
+		switch {
+		case !dup:
+			first[k] = seen{path, caller}
+		case s.caller == caller:
+			v.add(path, "%s is listed twice (also %s)", v.q(path, value), s.path)
+		default:
+			other := c.List[s.caller].Name
+			v.add(path, "%s also identifies caller %s (%s); the identity would be ambiguous",
+				v.q(path, value), v.q(fmt.Sprintf("callers.list[%d].name", s.caller), other), s.path)
+		}
+	}
+	for i, cl := range c.List {
+		p := fmt.Sprintf("callers.list[%d]", i)
+		np := p + ".name"
+		switch j := names[cl.Name]; {
+		case cl.Name == "":
+			v.add(np, "required")
+		case !callerNameRE.MatchString(cl.Name):
+			v.add(np, "invalid name %s (want 1 to 63 of a-z, 0-9 and -)", v.q(np, cl.Name))
+		case cl.Name == UnidentifiedCaller || cl.Name == "deny":
+			v.add(np, "%s is reserved", v.q(np, cl.Name))
+		case j != i:
+			v.add(np, "duplicate caller name %s (also callers.list[%d])", v.q(np, cl.Name), j)
+		}
+		for j, s := range cl.CIDRs {
+			cp := fmt.Sprintf("%s.cidrs[%d]", p, j)
+			claim("cidr", v.cidr(cp, s), cp, s, i)
+		}
+		for j, s := range cl.SpiffeIDs {
+			sp := fmt.Sprintf("%s.spiffe_ids[%d]", p, j)
+			if !validSpiffeID(s) {
+				v.add(sp, "invalid SPIFFE ID %s (want spiffe://trust-domain/path)", v.q(sp, s))
+				continue
+			}
+			claim("spiffe", s, sp, s, i)
+		}
+		for j, s := range cl.HeaderValues {
+			hp := fmt.Sprintf("%s.header_values[%d]", p, j)
+			switch {
+			case s == "":
+				v.add(hp, "must not be empty")
+			case !validHeaderValue(s):
+				v.add(hp, "invalid header value %s (no control characters or surrounding spaces)", v.q(hp, s))
+			default:
+				claim("header", s, hp, s, i)
+			}
+		}
+		// Without mTLS, SPIFFE IDs and header values reach the gateway only
+		// through a trusted proxy.
+		if len(c.TrustedProxies) == 0 {
+			if len(cl.SpiffeIDs) > 0 {
+				v.add(p+".spiffe_ids", "never matched: X-Forwarded-Client-Cert is believed only from callers.trusted_proxies, which is empty (mTLS is not supported yet)")
+			}
+			if len(cl.HeaderValues) > 0 {
+				v.add(p+".header_values", "never matched: callers.identity_header is believed only from callers.trusted_proxies, which is empty")
+			}
+		}
+		if len(cl.CIDRs)+len(cl.SpiffeIDs)+len(cl.HeaderValues) == 0 && (cl.Name == "" || cl.Name != c.Unidentified) {
+			v.add(p, "caller %s can never match: it has no cidrs, spiffe_ids or header_values and is not callers.unidentified",
+				v.q(p+".name", cl.Name))
+		}
+		for j, a := range cl.Allow {
+			v.allow(fmt.Sprintf("%s.allow[%d]", p, j), a, known)
+		}
+		if cl.RateLimit != nil {
+			v.limit(p+".rate_limit", *cl.RateLimit)
+		}
+	}
+}
+
+// allow checks an allow entry: "*", a route name, or a path.Match glob over
+// route names, which must match at least one known route.
+func (v *validator) allow(p, pattern string, known []string) {
+	if pattern == "" {
+		v.add(p, "must not be empty")
+		return
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		v.add(p, "invalid pattern %s", v.q(p, pattern))
+		return
+	}
+	for _, n := range known {
+		if ok, _ := path.Match(pattern, n); ok {
+			return
+		}
+	}
+	v.add(p, "%s matches no route", v.q(p, pattern))
+}

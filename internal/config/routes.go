@@ -1,0 +1,235 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// BuiltinRoutes returns the built-in route table of contract section 3, auth
+// first. It is the single source of the route table: the policy package
+// builds its router from it plus routes.extra. Each call returns a new slice.
+func BuiltinRoutes() []Route {
+	return []Route{
+		{Name: "auth", Method: "POST", Path: "/v1/auth"},
+		{Name: "contacts.create", Method: "POST", Path: "/v1/contacts/create"},
+		{Name: "contacts.details", Method: "POST", Path: "/v1/contacts/details"},
+		{Name: "contacts.list", Method: "POST", Path: "/v1/contacts/list"},
+		{Name: "contacts.upload_patient_doc", Method: "POST", Path: "/v1/contacts/upload-patient-doc"},
+		{Name: "numbers.filled_requirements", Method: "POST", Path: "/v1/numbers/filled_requirements"},
+		{Name: "numbers.available_list", Method: "POST", Path: "/v1/numbers/available-list"},
+		{Name: "numbers.delete", Method: "POST", Path: "/v1/numbers/delete"},
+		{Name: "esign.templates.list", Method: "GET", Path: "/v1/esign_templates"},
+		{Name: "esign.field_rules.list", Method: "GET", Path: "/v1/esign_templates/{templateId}/field_rule"},
+		{Name: "esign.fields.create", Method: "POST", Path: "/v1/esign_templates/{templateId}/fields"},
+		{Name: "esign.fields.update", Method: "PATCH", Path: "/v1/esign_templates/{templateId}/fields/{fieldTemplateId}"},
+		{Name: "esign.theme.delete", Method: "DELETE", Path: "/v1/esign_templates/{templateId}/theme"},
+	}
+}
+
+// Route names that are not routes of the table but are used as route labels.
+const (
+	// RouteUnmatched names a path under /v1/ that matches no route.
+	RouteUnmatched = "unmatched"
+	// RouteUnknown names a path outside /v1/; it is never forwarded.
+	RouteUnknown = "unknown_route"
+)
+
+// methods are the HTTP methods the gateway forwards (contract section 5).
+var methods = []string{"GET", "POST", "PATCH", "PUT", "DELETE"}
+
+var routeNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
+
+// validRoutePath reports whether p is /v1/ followed by one or more segments,
+// each [A-Za-z0-9_-]+ or a parameter {name} with a name of [A-Za-z0-9_]+.
+func validRoutePath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/v1/")
+	if !ok {
+		return false
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		if name, ok := paramName(seg); ok {
+			for i := 0; i < len(name); i++ {
+				if c := name[i]; c == '-' || !isSegmentByte(c) {
+					return false
+				}
+			}
+			if name == "" {
+				return false
+			}
+			continue
+		}
+		if seg == "" {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			if !isSegmentByte(seg[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func paramName(seg string) (string, bool) {
+	if len(seg) >= 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+		return seg[1 : len(seg)-1], true
+	}
+	return "", false
+}
+
+func isSegmentByte(c byte) bool {
+	return c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// routeShape is what two routes must not share: the method and the path,
+// compared without letter case (as the router matches) and without
+// parameter names.
+func routeShape(method, path string) string {
+	segs := strings.Split(strings.ToLower(path), "/")
+	for i, s := range segs {
+		if _, ok := paramName(s); ok {
+			segs[i] = "{}"
+		}
+	}
+	return method + " " + strings.Join(segs, "/")
+}
+
+// repeatedParam reports whether a parameter name appears twice in path.
+func repeatedParam(path string) bool {
+	seen := map[string]bool{}
+	for _, seg := range strings.Split(path, "/") {
+		if name, ok := paramName(seg); ok {
+			if seen[name] {
+				return true
+			}
+			seen[name] = true
+		}
+	}
+	return false
+}
+
+// spellings records the spelling of each fixed path segment of the route
+// table, keyed by the lower-cased path up to it. Matching ignores case, so
+// the router keeps one spelling per segment to forward; a second spelling
+// is a typo that would only show as upstream 404s.
+type spellings map[string]spelling
+
+type spelling struct{ text, namePath, name string }
+
+// conflict returns the route that spells a segment of path differently.
+func (sp spellings) conflict(path string) (spelling, bool) {
+	for _, kv := range fixedSegments(path) {
+		if s, ok := sp[kv[0]]; ok && s.text != kv[1] {
+			return s, true
+		}
+	}
+	return spelling{}, false
+}
+
+func (sp spellings) add(path, namePath, name string) {
+	for _, kv := range fixedSegments(path) {
+		if _, ok := sp[kv[0]]; !ok {
+			sp[kv[0]] = spelling{kv[1], namePath, name}
+		}
+	}
+}
+
+// fixedSegments returns the key and spelling of each fixed segment of path,
+// in order.
+func fixedSegments(path string) [][2]string {
+	var out [][2]string
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if _, ok := paramName(seg); ok || seg == "" {
+			continue
+		}
+		out = append(out, [2]string{routeShape("", strings.Join(segs[:i+1], "/")), seg})
+	}
+	return out
+}
+
+// routeNames returns the names of the built-in routes and of c's extra
+// routes, in table order.
+func routeNames(extra []Route) []string {
+	var names []string
+	for _, r := range BuiltinRoutes() {
+		names = append(names, r.Name)
+	}
+	for _, r := range extra {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// validateRoutes checks routes: the unmatched policy and routes.extra.
+func (v *validator) validateRoutes(r Routes) {
+	v.oneOf("routes.unmatched", r.Unmatched, "allow", "deny")
+	builtin := map[string]bool{}
+	// shapes maps a route shape to the path of the name of the route that
+	// has it ("" for a built-in) and that name.
+	type owner struct{ path, name string }
+	shapes := map[string]owner{}
+	spelled := spellings{}
+	for _, b := range BuiltinRoutes() {
+		builtin[b.Name] = true
+		shapes[routeShape(b.Method, b.Path)] = owner{"", b.Name}
+		spelled.add(b.Path, "", b.Name)
+	}
+	names := map[string]int{}
+	for i, e := range r.Extra {
+		p := fmt.Sprintf("routes.extra[%d]", i)
+		np, mp, pp := p+".name", p+".method", p+".path"
+		switch j, dup := names[e.Name]; {
+		case e.Name == "":
+			v.add(np, "required")
+		case len(e.Name) > 63:
+			v.add(np, "route name %s is longer than 63 characters", v.q(np, e.Name))
+		case !routeNameRE.MatchString(e.Name):
+			v.add(np, "invalid route name %s (want lower-case words of a-z, 0-9 or _ joined by dots, e.g. \"faxes.send\")", v.q(np, e.Name))
+		case builtin[e.Name]:
+			v.add(np, "%s is a built-in route name", v.q(np, e.Name))
+		case e.Name == RouteUnmatched || e.Name == RouteUnknown:
+			v.add(np, "%s is reserved", v.q(np, e.Name))
+		case dup:
+			v.add(np, "duplicate route name %s (also routes.extra[%d])", v.q(np, e.Name), j)
+		default:
+			names[e.Name] = i
+		}
+		methodOK := false
+		switch {
+		case e.Method == "":
+			v.add(mp, "required")
+		case !contains(methods, e.Method):
+			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(methods))
+		default:
+			methodOK = true
+		}
+		switch {
+		case e.Path == "":
+			v.add(pp, "required")
+		case !validRoutePath(e.Path):
+			v.add(pp, "invalid path %s (want /v1/ then segments of letters, digits, _ or -, or {param})", v.q(pp, e.Path))
+		case strings.EqualFold(e.Path, "/v1/auth"):
+			v.add(pp, "%s is owned by the gateway", v.q(pp, e.Path))
+		case repeatedParam(e.Path):
+			v.add(pp, "%s uses a parameter name twice", v.q(pp, e.Path))
+		default:
+			if o, bad := spelled.conflict(e.Path); bad {
+				v.add(pp, "%s spells a segment differently from route %s; routes must share one spelling",
+					v.q(pp, e.Path), v.q(o.namePath, o.name))
+				continue
+			}
+			spelled.add(e.Path, np, e.Name)
+			if !methodOK {
+				continue
+			}
+			shape := routeShape(e.Method, e.Path)
+			if o, taken := shapes[shape]; taken {
+				v.add(pp, "%s with method %s is already route %s", v.q(pp, e.Path), v.q(mp, e.Method), v.q(o.path, o.name))
+				continue
+			}
+			shapes[shape] = owner{np, e.Name}
+		}
+	}
+}

@@ -1,0 +1,350 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// tokenLifetime is the lifetime of the upstream's tokens, as confirmed
+// against the Customer API: renewing earlier than this before expiry would
+// renew on every tick.
+const tokenLifetime = 24 * time.Hour
+
+// Validate is pure: it returns every problem of c, in file order (the order
+// of contract section 2, which a file is expected to follow), nil when c
+// is valid. It reads no file and no environment (whether api_key_file exists
+// is checked at start-up).
+func Validate(c *Config) Problems {
+	v := &validator{}
+	v.validate(c)
+	return v.problems
+}
+
+// validator collects problems. src, when set, holds each path's text as
+// written in the file (see decoder.src).
+type validator struct {
+	src      map[string]string
+	problems Problems
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// q quotes the value at path for a message. When the file gave that value,
+// q quotes the file's text, so a value expanded from ${NAME} shows as
+// "${NAME}" and never as the environment's value.
+func (v *validator) q(path, value string) string {
+	if s, ok := v.src[path]; ok {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(value)
+}
+
+func (v *validator) qint(path string, i int64) string {
+	return v.q(path, strconv.FormatInt(i, 10))
+}
+
+func (v *validator) qfloat(path string, f float64) string {
+	return v.q(path, strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// oneOf checks that value is one of allowed.
+func (v *validator) oneOf(path, value string, allowed ...string) bool {
+	if contains(allowed, value) {
+		return true
+	}
+	v.add(path, "invalid value %s (want %s)", v.q(path, value), orList(allowed))
+	return false
+}
+
+func (v *validator) positive(path string, d time.Duration) {
+	if d <= 0 {
+		v.add(path, "must be greater than 0, got %s", v.q(path, d.String()))
+	}
+}
+
+func (v *validator) notYet(path, value string) {
+	v.add(path, "%s is not supported yet", v.q(path, value))
+}
+
+// envName checks a field naming an environment variable, when set.
+func (v *validator) envName(path, name string) {
+	if name != "" && !validEnvName(name) {
+		v.add(path, "invalid environment variable name %s", v.q(path, name))
+	}
+}
+
+// file checks a field naming a file, when set. Whether the file exists is
+// for start-up to say.
+func (v *validator) file(path, name string) {
+	if name != "" && strings.TrimSpace(name) == "" {
+		v.add(path, "must not be blank")
+	}
+}
+
+func (v *validator) validate(c *Config) {
+	if c == nil {
+		v.add("", "no configuration")
+		return
+	}
+	v.validateServer(c.Server)
+	v.validateAdmin(c.Admin, c.Server.Listen)
+	v.validateUpstream(c.Upstream)
+	v.validateToken(c.Token)
+	v.validateRedis(c.Redis)
+	v.validateCallers(c.Callers, c.Routes.Extra)
+	v.validateRateLimit(c.RateLimit)
+	v.validateRoutes(c.Routes)
+	v.validatePolicy(c.Policy, c.Routes.Extra)
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "json", "console")
+}
+
+func (v *validator) validateServer(s Server) {
+	v.listen("server.listen", s.Listen)
+	if s.MaxBodyBytes <= 0 {
+		v.add("server.max_body_bytes", "must be greater than 0, got %s", v.qint("server.max_body_bytes", s.MaxBodyBytes))
+	}
+	v.positive("server.read_header_timeout", s.ReadHeaderTimeout)
+	v.positive("server.read_timeout", s.ReadTimeout)
+	v.positive("server.idle_timeout", s.IdleTimeout)
+	v.positive("server.shutdown_timeout", s.ShutdownTimeout)
+
+	t := s.TLS
+	// Until TLS is implemented, a certificate or trust root in the file
+	// must stop the gateway: serving plain HTTP where the operator asked
+	// for TLS would be silent and dangerous.
+	if v.oneOf("server.tls.mode", t.Mode, "off", "files", "acme") && t.Mode != "off" {
+		v.notYet("server.tls.mode", t.Mode)
+	}
+	if t.Mode != "files" {
+		if t.CertFile != "" {
+			v.add("server.tls.cert_file", `only used with server.tls.mode "files"`)
+		}
+		if t.KeyFile != "" {
+			v.add("server.tls.key_file", `only used with server.tls.mode "files"`)
+		}
+	}
+	v.file("server.tls.cert_file", t.CertFile)
+	v.file("server.tls.key_file", t.KeyFile)
+	if t.ClientCAFile != "" {
+		v.add("server.tls.client_ca_file", "mTLS is not supported yet")
+	}
+	if t.Mode != "acme" && len(t.ACME.Domains) > 0 {
+		v.add("server.tls.acme.domains", `only used with server.tls.mode "acme"`)
+	}
+	v.oneOf("server.tls.acme.storage", t.ACME.Storage, "file", "redis")
+	v.file("server.tls.acme.ca_root_file", t.ACME.CARootFile)
+}
+
+// listen checks a listener address: host:port with a numeric port.
+func (v *validator) listen(path, addr string) {
+	if addr == "" {
+		v.add(path, "required")
+		return
+	}
+	if _, _, ok := splitAddr(addr, 0); !ok {
+		v.add(path, "invalid address %s (want host:port, port 0-65535)", v.q(path, addr))
+	}
+}
+
+// splitAddr splits host:port; the host may be empty, an IP address or a
+// host name, the port a number from minPort to 65535.
+func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil || ps == "" || len(ps) > 5 {
+		return "", 0, false
+	}
+	for i := 0; i < len(ps); i++ {
+		if ps[i] < '0' || ps[i] > '9' {
+			return "", 0, false
+		}
+	}
+	port, _ = strconv.Atoi(ps)
+	if port < minPort || port > 65535 || !validHost(host) {
+		return "", 0, false
+	}
+	return host, port, true
+}
+
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c != '.' && c != '-' && !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// sameListener reports whether listening on a and on b would conflict: the
+// same port on the same host, or on a wildcard host. Port 0 (any free port)
+// never conflicts.
+func sameListener(a, b string) bool {
+	ah, ap, aok := splitAddr(a, 0)
+	bh, bp, bok := splitAddr(b, 0)
+	if !aok || !bok || ap != bp || ap == 0 {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return strings.EqualFold(ah, bh) || wildcard(ah) || wildcard(bh)
+}
+
+func (v *validator) validateAdmin(a Admin, serverListen string) {
+	v.listen("admin.listen", a.Listen)
+	if sameListener(a.Listen, serverListen) {
+		v.add("admin.listen", "%s uses the address of server.listen %s; the admin endpoints are never on the proxy listener",
+			v.q("admin.listen", a.Listen), v.q("server.listen", serverListen))
+	}
+}
+
+func (v *validator) validateUpstream(u Upstream) {
+	v.baseURL("upstream.base_url", u.BaseURL)
+	if (u.APIKeyFile == "") == (u.APIKeyEnv == "") {
+		v.add("upstream", "exactly one of api_key_file and api_key_env is required")
+	}
+	v.file("upstream.api_key_file", u.APIKeyFile)
+	v.envName("upstream.api_key_env", u.APIKeyEnv)
+	v.positive("upstream.timeout", u.Timeout)
+	v.file("upstream.ca_file", u.CAFile)
+	if u.MaxIdleConns < 0 {
+		v.add("upstream.max_idle_conns", "must not be negative, got %s", v.qint("upstream.max_idle_conns", int64(u.MaxIdleConns)))
+	}
+}
+
+// baseURL checks the upstream's {base_url}: an absolute http(s) URL with a
+// host and nothing the gateway could not append a route path to. A trailing
+// slash on its path is fine: the proxy joins base and route paths without
+// doubling the slash.
+func (v *validator) baseURL(path, s string) {
+	if s == "" {
+		v.add(path, "required")
+		return
+	}
+	u, err := url.Parse(s)
+	if err == nil && u.User != nil {
+		v.add(path, "must not contain credentials (user:password@); use api_key_file or api_key_env")
+		return
+	}
+	// Never echo a URL that may hold credentials, however malformed.
+	qs := v.q(path, s)
+	if strings.Contains(qs, "@") {
+		qs = "the URL"
+	}
+	switch {
+	case err != nil:
+		v.add(path, "invalid URL %s", qs)
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(path, "%s is not an absolute http or https URL", qs)
+	case u.Host == "" || u.Hostname() == "":
+		v.add(path, "%s has no host", qs)
+	case u.RawQuery != "" || u.ForceQuery:
+		v.add(path, "%s must not have a query", qs)
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		v.add(path, "%s must not have a fragment", qs)
+	}
+}
+
+func (v *validator) validateToken(t Token) {
+	if v.oneOf("token.store", t.Store, "memory", "redis") && t.Store == "redis" {
+		v.notYet("token.store", t.Store)
+	}
+	v.positive("token.refresh_before", t.RefreshBefore)
+	if t.RefreshBefore >= tokenLifetime {
+		v.add("token.refresh_before", "must be less than the 24h token lifetime (a token is renewed this long before it expires), got %s",
+			v.q("token.refresh_before", t.RefreshBefore.String()))
+	}
+	v.positive("token.retry_min", t.RetryMin)
+	v.positive("token.retry_max", t.RetryMax)
+	if t.RetryMin > t.RetryMax {
+		v.add("token.retry_min", "%s is greater than token.retry_max %s",
+			v.q("token.retry_min", t.RetryMin.String()), v.q("token.retry_max", t.RetryMax.String()))
+	}
+}
+
+func (v *validator) validateRedis(r Redis) {
+	if len(r.Addrs) == 0 {
+		v.add("redis.addrs", "must list at least one address")
+	}
+	for i, a := range r.Addrs {
+		p := fmt.Sprintf("redis.addrs[%d]", i)
+		if _, _, ok := splitAddr(a, 1); !ok {
+			v.add(p, "invalid address %s (want host:port, port 1-65535)", v.q(p, a))
+		}
+	}
+	v.envName("redis.password_env", r.PasswordEnv)
+	if r.DB < 0 {
+		v.add("redis.db", "must not be negative, got %s", v.qint("redis.db", int64(r.DB)))
+	}
+	if r.KeyPrefix == "" {
+		v.add("redis.key_prefix", "must not be empty")
+	}
+}
+
+// limit checks a token-bucket rate at path.
+func (v *validator) limit(path string, l Limit) {
+	if !(l.RPS > 0) || math.IsInf(l.RPS, 0) {
+		v.add(path+".rps", "must be greater than 0, got %s", v.qfloat(path+".rps", l.RPS))
+	}
+	if l.Burst < 1 {
+		v.add(path+".burst", "must be at least 1, got %s", v.qint(path+".burst", int64(l.Burst)))
+	}
+}
+
+func (v *validator) validateRateLimit(r RateLimit) {
+	if v.oneOf("rate_limit.backend", r.Backend, "local", "redis") && r.Backend == "redis" {
+		v.notYet("rate_limit.backend", r.Backend)
+	}
+	v.limit("rate_limit.default", r.Default)
+	if r.ReplicasHint < 1 {
+		v.add("rate_limit.replicas_hint", "must be at least 1, got %s", v.qint("rate_limit.replicas_hint", int64(r.ReplicasHint)))
+	}
+}
+
+func (v *validator) validatePolicy(p Policy, extra []Route) {
+	known := map[string]bool{}
+	for _, n := range routeNames(extra) {
+		known[n] = true
+	}
+	check := func(key string, names []string) {
+		for i, n := range names {
+			path := fmt.Sprintf("policy.%s[%d]", key, i)
+			switch {
+			case n == "auth":
+				v.add(path, `"auth" is governed by policy.auth_endpoint`)
+			case !known[n]:
+				v.add(path, "unknown route %s", v.q(path, n))
+			}
+		}
+	}
+	check("sensitive", p.Sensitive)
+	check("confirm", p.Confirm)
+	v.oneOf("policy.auth_endpoint", p.AuthEndpoint, "deny", "shim")
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// orList renders ["a", "b", "c"] as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}

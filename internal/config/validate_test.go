@@ -1,0 +1,175 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validConfig() *Config {
+	c := Default()
+	c.Upstream.BaseURL = "https://api.example.com/"
+	c.Upstream.APIKeyFile = "/run/secrets/api-key"
+	return &c
+}
+
+func TestValidateValid(t *testing.T) {
+	if ps := Validate(validConfig()); ps != nil {
+		t.Errorf("Validate(valid) = %v, want nil", ps)
+	}
+}
+
+func TestValidateNil(t *testing.T) {
+	if ps := Validate(nil); len(ps) != 1 {
+		t.Errorf("Validate(nil) = %v, want one problem", ps)
+	}
+}
+
+// TestValidatePure checks that Validate neither changes its argument nor
+// depends on anything but it.
+func TestValidatePure(t *testing.T) {
+	c := validConfig()
+	c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"10.0.0.1/8"}, RateLimit: &Limit{}}}
+	c.Server.Listen = "nope"
+	before := *c
+	before.Callers.List = append([]Caller(nil), c.Callers.List...)
+	first := Validate(c)
+	if !reflect.DeepEqual(*c, before) {
+		t.Errorf("Validate changed its argument")
+	}
+	if second := Validate(c); !reflect.DeepEqual(first, second) {
+		t.Errorf("Validate is not deterministic: %v then %v", first, second)
+	}
+}
+
+// TestValidateMessages covers cases that are easier to build in Go than in
+// YAML, with the formatted (not file) values in messages.
+func TestValidateMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(c *Config)
+		want   []string
+	}{
+		{"zero durations", func(c *Config) { c.Server.IdleTimeout = 0; c.Token.RetryMax = -time.Second },
+			[]string{`server.idle_timeout: must be greater than 0, got "0s"`,
+				`token.retry_max: must be greater than 0, got "-1s"`,
+				`token.retry_min: "1s" is greater than token.retry_max "-1s"`}},
+		{"refresh before lifetime", func(c *Config) { c.Token.RefreshBefore = 25 * time.Hour },
+			[]string{`token.refresh_before: must be less than the 24h token lifetime (a token is renewed this long before it expires), got "25h0m0s"`}},
+		{"admin on proxy port", func(c *Config) { c.Server.Listen = ":9090"; c.Admin.Listen = "127.0.0.1:9090" },
+			[]string{`admin.listen: "127.0.0.1:9090" uses the address of server.listen ":9090"; the admin endpoints are never on the proxy listener`}},
+		{"port 0 never conflicts", func(c *Config) { c.Server.Listen = ":0"; c.Admin.Listen = ":0" }, nil},
+		{"different hosts", func(c *Config) { c.Server.Listen = "10.0.0.1:80"; c.Admin.Listen = "127.0.0.1:80" }, nil},
+		{"ipv6 listen", func(c *Config) { c.Server.Listen = "[::]:8080"; c.Admin.Listen = "[::1]:9090" }, nil},
+		{"base url with path and trailing slash", func(c *Config) { c.Upstream.BaseURL = "http://up:8080/api/" }, nil},
+		{"base url relative", func(c *Config) { c.Upstream.BaseURL = "/v1" },
+			[]string{`upstream.base_url: "/v1" is not an absolute http or https URL`}},
+		{"base url without host", func(c *Config) { c.Upstream.BaseURL = "https:///v1" },
+			[]string{`upstream.base_url: "https:///v1" has no host`}},
+		{"base url opaque with credentials", func(c *Config) { c.Upstream.BaseURL = "https:u:p@host" },
+			[]string{`upstream.base_url: the URL has no host`}},
+		{"api key env name", func(c *Config) { c.Upstream.APIKeyFile = ""; c.Upstream.APIKeyEnv = "api-key" },
+			[]string{`upstream.api_key_env: invalid environment variable name "api-key"`}},
+		{"blank files", func(c *Config) { c.Upstream.APIKeyFile = " "; c.Upstream.CAFile = "\t" },
+			[]string{`upstream.api_key_file: must not be blank`, `upstream.ca_file: must not be blank`}},
+		{"unidentified names a caller", func(c *Config) {
+			c.Callers.Unidentified = "guest"
+			c.Callers.List = []Caller{{Name: "guest", Allow: []string{"contacts.list"}}}
+		}, nil},
+		{"caller rate limit", func(c *Config) {
+			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"::1/128"}, RateLimit: &Limit{RPS: 0.5, Burst: 1}}}
+		}, nil},
+		{"same cidr, different spelling", func(c *Config) {
+			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"10.0.0.0/8"}}, {Name: "b", CIDRs: []string{"10.1.2.3/8"}}}
+		}, []string{`callers.list[1].cidrs[0]: "10.1.2.3/8" also identifies caller "a" (callers.list[0].cidrs[0]); the identity would be ambiguous`}},
+		{"sensitive extra route", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "faxes.delete", Method: "DELETE", Path: "/v1/faxes/{faxId}"}}
+			c.Policy.Sensitive = append(c.Policy.Sensitive, "faxes.delete")
+			c.Policy.Confirm = nil
+		}, nil},
+		{"extra route same path other method", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "contacts.get", Method: "GET", Path: "/v1/contacts/list"}}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.modify(c)
+			var got []string
+			for _, p := range Validate(c) {
+				got = append(got, p.String())
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestBuiltinRoutes(t *testing.T) {
+	rs := BuiltinRoutes()
+	if len(rs) != 13 || rs[0] != (Route{Name: "auth", Method: "POST", Path: "/v1/auth"}) {
+		t.Fatalf("BuiltinRoutes() = %v; want 13 routes, auth first", rs)
+	}
+	names := map[string]bool{}
+	shapes := map[string]bool{}
+	for _, r := range rs {
+		if !routeNameRE.MatchString(r.Name) || !contains(methods, r.Method) || !validRoutePath(r.Path) {
+			t.Errorf("built-in route %v would not pass as an extra route", r)
+		}
+		if names[r.Name] || shapes[routeShape(r.Method, r.Path)] {
+			t.Errorf("built-in route %v is a duplicate", r)
+		}
+		names[r.Name], shapes[routeShape(r.Method, r.Path)] = true, true
+	}
+	rs[0].Name = "changed"
+	if BuiltinRoutes()[0].Name != "auth" {
+		t.Errorf("BuiltinRoutes shares its slice with callers")
+	}
+}
+
+func TestValidRoutePath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/v1/faxes":               true,
+		"/v1/faxes/{faxId}/pages": true,
+		"/v1/a_b-C9":              true,
+		"/v1/":                    false,
+		"/v1":                     false,
+		"/v2/faxes":               false,
+		"v1/faxes":                false,
+		"/v1/faxes/":              false,
+		"/v1//faxes":              false,
+		"/v1/faxes.json":          false,
+		"/v1/fa%20xes":            false,
+		"/v1/{}":                  false,
+		"/v1/{a-b}":               false,
+		"/v1/{a}b":                false,
+		"/v1/../auth":             false,
+	} {
+		if got := validRoutePath(p); got != want {
+			t.Errorf("validRoutePath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestValidSpiffeID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"spiffe://example.org":            true,
+		"spiffe://example.org/ns/a/sa/b":  true,
+		"spiffe://ex_ample-1.org/a.b_c-d": true,
+		"spiffe://":                       false,
+		"spiffe://Example.org/a":          false,
+		"spiffe://example.org/":           false,
+		"spiffe://example.org//a":         false,
+		"spiffe://example.org/a/../b":     false,
+		"spiffe://example.org:8080/a":     false,
+		"spiffe://example.org/a?x":        false,
+		"SPIFFE://example.org/a":          false,
+		"https://example.org/a":           false,
+		"spiffe://user@example.org/a":     false,
+	} {
+		if got := validSpiffeID(s); got != want {
+			t.Errorf("validSpiffeID(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

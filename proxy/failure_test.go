@@ -1,0 +1,267 @@
+package proxy_test
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/gatewaytest"
+)
+
+func wantEnvelope(t *testing.T, resp *http.Response, body string, status int, code string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d: %s", resp.StatusCode, status, body)
+	}
+	st, msg, got := gatewaytest.Envelope(t, body)
+	if st != 0 || got != code || msg == "" {
+		t.Fatalf("envelope = {status:%d message:%q error:%q}, want status 0, error %q", st, msg, got, code)
+	}
+	if resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("headers = %v", resp.Header)
+	}
+}
+
+func TestUpstreamTimeoutIs504(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, UpstreamTimeout: 300 * time.Millisecond})
+	g.Sim.SetLatency(2 * time.Second)
+	start := time.Now()
+	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	wantEnvelope(t, resp, body, 504, "upstream_timeout")
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("took %v, want about the 300ms upstream timeout", d)
+	}
+}
+
+func TestUpstreamDownIs502(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	g.Upstream.Close()
+	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	wantEnvelope(t, resp, body, 502, "upstream_unavailable")
+}
+
+func TestInvalidKeyIs503AndNotReady(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "token:\n  retry_min: 1h\n  retry_max: 2h\n",
+		SimKey: "another-key", NoWait: true})
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(g.Metrics.TokenRefresh.WithLabelValues("invalid_key")) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no invalid_key renewal counted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ok, why := g.Tokens.Ready(); ok || why != "upstream rejected the API secret key" {
+		t.Fatalf("Ready = %v %q", ok, why)
+	}
+	start := time.Now()
+	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	wantEnvelope(t, resp, body, 503, "token_unavailable")
+	if time.Since(start) > time.Second {
+		t.Fatal("a request without a token waited instead of failing fast")
+	}
+	if strings.Contains(g.Logs(), gatewaytest.Key) {
+		t.Fatal("the key reached the logs")
+	}
+}
+
+func TestUpstream401RenewsAndResendsOnce(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	g.Sim.RevokeTokens()
+	resp, body := g.Do(t, "POST", "/v1/contacts/create", `{"type":"individual","is_organization":false,"first_name":"A","last_name":"B"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after revocation: %d %s, want 200 after one renewal and resend", resp.StatusCode, body)
+	}
+	if n := g.Sim.AuthCalls(); n != 2 {
+		t.Fatalf("auth calls = %d, want 2", n)
+	}
+	if n := g.Sim.RouteCounts()["POST /v1/contacts/create"]; n != 2 {
+		t.Fatalf("create reached the upstream %d times, want 2 (first 401, then the resend)", n)
+	}
+	if got := testutil.ToFloat64(g.Metrics.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
+		t.Fatalf("faxgate_upstream_401_retries_total = %v, want 1", got)
+	}
+	reqs := g.Sim.Requests()
+	if a, b := string(reqs[len(reqs)-3].Body), string(reqs[len(reqs)-1].Body); a != b || a == "" {
+		t.Fatalf("resent body %q differs from the first %q", b, a)
+	}
+}
+
+func TestUpstream401LoopIsRelayedNotRenewedAgain(t *testing.T) {
+	// An upstream route that answers 401 whatever the token.
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/contacts/list" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}})
+	resp, _ := g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	if resp.StatusCode != 401 {
+		t.Fatalf("status = %d, want the upstream's 401 relayed", resp.StatusCode)
+	}
+	resp, _ = g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	if resp.StatusCode != 401 {
+		t.Fatalf("status = %d, want 401 relayed", resp.StatusCode)
+	}
+	if n := g.Sim.AuthCalls(); n != 2 {
+		t.Fatalf("auth calls = %d, want 2: a young token obtained because of a 401 is not renewed again", n)
+	}
+}
+
+func TestLargeBodyIsStreamedNotResentAfter401(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + `
+routes:
+  extra:
+    - { name: faxes.send, method: POST, path: /v1/faxes/send }
+`})
+	big := `{"to_number":"+15551234567","file_data":"` + strings.Repeat("QUFB", 1<<20) + `"}` // ~4 MiB
+	resp, body := g.Do(t, "POST", "/v1/faxes/send", big)
+	if resp.StatusCode != 200 || !strings.Contains(body, "job_id") {
+		t.Fatalf("4 MiB fax: %d %s", resp.StatusCode, body)
+	}
+	g.Sim.RevokeTokens()
+	resp, _ = g.Do(t, "POST", "/v1/faxes/send", big)
+	if resp.StatusCode != 401 {
+		t.Fatalf("status = %d, want 401 relayed: a streamed body cannot be resent", resp.StatusCode)
+	}
+	resp, body = g.Do(t, "POST", "/v1/faxes/send", big)
+	if resp.StatusCode != 200 {
+		t.Fatalf("next request: %d %s, want 200 with the renewed token", resp.StatusCode, body)
+	}
+}
+
+func TestBodyLimits(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "server:\n  max_body_bytes: 1000\n  read_timeout: 300ms\n"})
+	t.Run("content-length over the limit", func(t *testing.T) {
+		resp, body := g.Do(t, "POST", "/v1/contacts/list", strings.Repeat("x", 1001))
+		wantEnvelope(t, resp, body, 413, "body_too_large")
+	})
+	t.Run("chunked over the limit", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", g.URL+"/v1/contacts/list", struct{ *strings.Reader }{strings.NewReader(strings.Repeat("x", 5000))})
+		req.ContentLength = -1
+		resp, err := g.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		wantEnvelope(t, resp, b.String(), 413, "body_too_large")
+	})
+	t.Run("trickling body", func(t *testing.T) {
+		c, err := net.Dial("tcp", g.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"))
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		var out bytes.Buffer
+		_, _ = out.ReadFrom(c)
+		if !strings.HasPrefix(out.String(), "HTTP/1.1 408 ") || !strings.Contains(out.String(), `"error":"request_timeout"`) {
+			t.Fatalf("answer = %q, want 408 request_timeout", out.String())
+		}
+	})
+	n := g.Sim.RouteCounts()["POST /v1/contacts/list"]
+	if n != 0 {
+		t.Fatalf("the upstream received %d over-limit requests", n)
+	}
+}
+
+func TestHeadersOver32KiBAre431(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	resp, body := g.Do(t, "GET", "/v1/esign_templates", "", "X-Big", strings.Repeat("a", 33<<10))
+	wantEnvelope(t, resp, body, 431, "headers_too_large")
+}
+
+func TestMethodsOutsideTheContractAre405(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	for _, m := range []string{"OPTIONS", "HEAD", "TRACE", "PROPFIND"} {
+		resp, body := g.Do(t, m, "/v1/contacts/list", "")
+		if m == "HEAD" {
+			if resp.StatusCode != 405 {
+				t.Fatalf("HEAD: %d", resp.StatusCode)
+			}
+			continue
+		}
+		wantEnvelope(t, resp, body, 405, "method_not_allowed")
+	}
+	out := g.Raw(t, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 2*time.Second)
+	if !strings.HasPrefix(out, "HTTP/1.1 405 ") {
+		t.Fatalf("CONNECT: %q", out)
+	}
+}
+
+func TestUpgradeIsNeverForwarded(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	resp, body := g.Do(t, "GET", "/v1/esign_templates", "", "Connection", "Upgrade", "Upgrade", "websocket")
+	wantEnvelope(t, resp, body, 400, "invalid_request")
+	if n := g.Sim.RouteCounts()["GET /v1/esign_templates"]; n != 0 {
+		t.Fatal("an upgrade request reached the upstream")
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	resp, _ := g.Do(t, "POST", "/v1/contacts/list", `{}`, "X-Request-Id", "abc.DEF_123-x")
+	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "abc.DEF_123-x" {
+		t.Fatalf("response X-Request-Id = %q, want the caller's", got)
+	}
+	if got := lastRecorded(t, g.Sim).Header.Get("X-Request-Id"); got != "abc.DEF_123-x" {
+		t.Fatalf("upstream X-Request-Id = %q", got)
+	}
+	for _, bad := range []string{"has space", strings.Repeat("a", 129), "semi;colon", "ünï"} {
+		resp, _ = g.Do(t, "POST", "/v1/contacts/list", `{}`, "X-Request-Id", bad)
+		got := resp.Header.Get("X-Request-Id")
+		if got == bad || !strings.HasPrefix(got, "fg-") {
+			t.Fatalf("invalid X-Request-Id %q kept as %q", bad, got)
+		}
+	}
+	resp, _ = g.Do(t, "GET", "/nope", "")
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Fatal("gateway-made response without X-Request-Id")
+	}
+}
+
+func TestSmugglingFramingIsRefusedOverRawTCP(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
+	const smuggled = "POST /v1/numbers/delete HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 46\r\n\r\n{\"number_id\":\"num_1001\",\"order_id\":\"ord_5001\"}"
+	for _, tc := range []struct{ name, raw string }{
+		{"CL and TE", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"TE and CL", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n" + smuggled},
+		{"TE gzip", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + smuggled},
+		{"TE gzip, chunked", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"two TE headers", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled},
+		{"TE case", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\ntRaNsFeR-eNcOdInG: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n" + smuggled},
+		{"TE obs-fold", "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n chunked\r\n\r\n0\r\n\r\n" + smuggled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := g.Raw(t, tc.raw, 2*time.Second)
+			if !strings.HasPrefix(out, "HTTP/1.1 400 ") {
+				t.Fatalf("answer = %q, want 400", out)
+			}
+			if strings.Count(out, "HTTP/1.1 ") != 1 {
+				t.Fatalf("the connection served more than one answer: %q", out)
+			}
+			if strings.Contains(out, `"error"`) && !strings.Contains(out, `"error":"invalid_request"`) {
+				t.Fatalf("answer = %q, want invalid_request", out)
+			}
+			if n := g.Sim.RouteCounts()["POST /v1/numbers/delete"]; n != 0 {
+				t.Fatal("a smuggled numbers.delete reached the upstream")
+			}
+		})
+	}
+	// Plain chunked and pipelined keep-alive requests still work.
+	out := g.Raw(t, "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"+
+		"POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", 3*time.Second)
+	if strings.Count(out, "HTTP/1.1 200 OK") != 2 {
+		t.Fatalf("chunked + pipelined: %q", out)
+	}
+}
