@@ -24,6 +24,12 @@ type Metrics struct {
 	Upstream401Retries *prometheus.CounterVec // route
 	Inflight           prometheus.Gauge
 	BuildInfo          *prometheus.GaugeVec // version, goversion
+
+	// Token sharing between replicas (token.store: redis).
+	TokenStoreErrors *prometheus.CounterVec // op: load, save, delete, lease, extend, release, subscribe
+	TokenAdopted     *prometheus.CounterVec // source: upstream, redis
+	TokenLease       *prometheus.CounterVec // result: acquired, busy, lost, error
+	TokenUnsynced    prometheus.Gauge
 }
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
@@ -75,12 +81,33 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "faxgate_build_info",
 			Help: "Always 1; labels carry the faxgate version and the Go version it was built with.",
 		}, []string{"version", "goversion"}),
+		TokenStoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_token_store_errors_total",
+			Help: "Failed operations on the shared token store (Redis), by operation.",
+		}, []string{"op"}),
+		TokenAdopted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_token_adopted_total",
+			Help: "Tokens this replica took into use, by where they came from: renewed here (upstream) or read from the shared store (redis).",
+		}, []string{"source"}),
+		TokenLease: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_token_lease_total",
+			Help: "Attempts at the fleet-wide renewal lease, by result (acquired, busy, lost, error).",
+		}, []string{"result"}),
+		TokenUnsynced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_token_store_unsynced",
+			Help: "1 while this replica holds a token renewed during a shared-store outage and not yet written back.",
+		}),
 	}
+	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,
 		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Inflight, m.BuildInfo)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	// Present at 0 so rate() and alerts work from the start.
 	for _, r := range []string{"ok", "error", "invalid_key"} {
-		m.TokenRefresh.WithLabelValues(r) // present at 0 so rate() and alerts work from the start
+		m.TokenRefresh.WithLabelValues(r)
+	}
+	for _, s := range []string{"upstream", "redis"} {
+		m.TokenAdopted.WithLabelValues(s)
 	}
 	return m
 }

@@ -35,6 +35,14 @@ type Options struct {
 	Logger        *zap.Logger
 	// Jitter returns a number in [0,1); nil means math/rand/v2. Tests pin it.
 	Jitter func() float64
+	// Shared, when set, shares the token with other replicas (token.store: redis).
+	Shared Shared
+	// LeaseTTL bounds how long a crashed renewer blocks the fleet; the lease
+	// is extended while the token call is in flight. Default 10s.
+	LeaseTTL time.Duration
+	// KeyChanged signals that the API secret changed on disk: a replica whose
+	// key was rejected retries at once instead of waiting out its backoff.
+	KeyChanged <-chan struct{}
 }
 
 // Manager keeps one valid token in memory and renews it ahead of expiry from
@@ -53,7 +61,10 @@ type Manager struct {
 	failing    bool          // the last attempt failed; callers without a valid token fail fast
 	invalidKey bool          // the last attempt was refused with 401
 	pending401 bool          // the current token was invalidated by a 401
+	rejected   *Token        // the token the upstream answered 401 to
 	renewAt    time.Time
+	unsynced   *Token // renewed during a shared-store outage, to be written back
+	fleet      fleetState
 }
 
 var _ Source = (*Manager)(nil)
@@ -65,6 +76,9 @@ func NewManager(o Options) *Manager {
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
 	}
 	return &Manager{
 		opts:    o,
@@ -123,6 +137,7 @@ func (m *Manager) Invalidate(t *Token) bool {
 	}
 	m.cur.Store(nil)
 	m.pending401 = true
+	m.rejected = t
 	m.opts.Metrics.TokenExpiry.Set(0)
 	m.wake()
 	return true
@@ -158,8 +173,13 @@ func (m *Manager) broadcast() {
 	m.changed = make(chan struct{})
 }
 
-// Run renews the token until ctx is done. It fetches the first token at once.
+// Run renews the token until ctx is done. It obtains the first token at once.
 func (m *Manager) Run(ctx context.Context) {
+	var updates <-chan struct{}
+	if m.opts.Shared != nil {
+		updates = m.opts.Shared.Updates(ctx)
+		m.fleet.updates = updates
+	}
 	failures := 0
 	var lastFailure time.Time
 	for {
@@ -175,6 +195,10 @@ func (m *Manager) Run(ctx context.Context) {
 		default:
 			next = m.renewAt
 		}
+		if m.unsynced != nil {
+			// Write back the token renewed during an outage as soon as the store answers.
+			next = minTime(next, m.fleet.syncAt)
+		}
 		m.mu.Unlock()
 
 		if d := next.Sub(now); d > 0 {
@@ -186,11 +210,32 @@ func (m *Manager) Run(ctx context.Context) {
 			case <-m.kick:
 				timer.Stop()
 				continue
+			case <-m.opts.KeyChanged:
+				timer.Stop()
+				if m.keyRejected() {
+					m.log.Info("api key changed on disk; retrying the rejected renewal now")
+					failures = 0
+				}
+				continue
+			case _, ok := <-updates:
+				timer.Stop()
+				if !ok {
+					updates, m.fleet.updates = nil, nil
+				} else if m.adoptShared(ctx) {
+					failures = 0
+				}
+				continue
 			case <-timer.C():
 			}
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if m.syncDue() {
+			m.writeBack(ctx)
+			if !m.renewalDue(failures, lastFailure) {
+				continue
+			}
 		}
 		if err := m.renew(ctx); err != nil {
 			failures++
@@ -201,15 +246,52 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// renew makes one attempt at the token endpoint.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (m *Manager) keyRejected() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.invalidKey
+}
+
+// renewalDue reports whether the loop woke for a renewal (not only a write-back).
+func (m *Manager) renewalDue(failures int, lastFailure time.Time) bool {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if failures > 0 {
+		return !now.Before(lastFailure.Add(m.backoff(failures)))
+	}
+	t := m.cur.Load()
+	return !t.Valid(now) || !now.Before(m.renewAt)
+}
+
+// renew makes one attempt at obtaining a new token: from the shared store
+// when another replica already renewed, else from the token endpoint.
 func (m *Manager) renew(ctx context.Context) error {
 	m.mu.Lock()
 	m.fetching = true
-	by401 := m.pending401
+	by401, rejected := m.pending401, m.rejected
 	m.broadcast()
 	m.mu.Unlock()
 
-	tok, err := m.fetch(ctx)
+	var tok *Token
+	var source string
+	var err error
+	if m.opts.Shared != nil {
+		tok, source, err = m.renewShared(ctx, rejected)
+	} else {
+		tok, err = m.fetch(ctx)
+		source = "upstream"
+		if err == nil {
+			tok.By401 = by401
+		}
+	}
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -228,14 +310,26 @@ func (m *Manager) renew(ctx context.Context) error {
 		m.opts.Metrics.TokenRefresh.WithLabelValues(result).Inc()
 		return err
 	}
-	tok.By401 = by401
-	m.cur.Store(tok)
-	m.pending401, m.failing, m.invalidKey = false, false, false
-	m.renewAt = m.scheduleRenewal(tok)
-	m.opts.Metrics.TokenRefresh.WithLabelValues("ok").Inc()
-	m.opts.Metrics.TokenExpiry.Set(float64(tok.Expiry.UnixNano()) / 1e9)
-	m.log.Info("token renewed", zap.Time("expires", tok.Expiry), zap.Time("next_renewal", m.renewAt), zap.Bool("after_401", by401))
+	if source == "upstream" {
+		m.opts.Metrics.TokenRefresh.WithLabelValues("ok").Inc()
+	}
+	m.install(tok, source)
 	return nil
+}
+
+// install makes tok the current token; m.mu must be held.
+func (m *Manager) install(tok *Token, source string) {
+	if m.unsynced != nil && m.unsynced != tok {
+		m.unsynced = nil // superseded: the store holds a newer token or will get this one
+		m.opts.Metrics.TokenUnsynced.Set(0)
+	}
+	m.cur.Store(tok)
+	m.pending401, m.rejected, m.failing, m.invalidKey = false, nil, false, false
+	m.renewAt = m.scheduleRenewal(tok)
+	m.opts.Metrics.TokenAdopted.WithLabelValues(source).Inc()
+	m.opts.Metrics.TokenExpiry.Set(float64(tok.Expiry.UnixNano()) / 1e9)
+	m.log.Info("token in use", zap.String("source", source), zap.Time("expires", tok.Expiry),
+		zap.Time("next_renewal", m.renewAt), zap.Bool("after_401", tok.By401))
 }
 
 func (m *Manager) fetch(ctx context.Context) (tok *Token, err error) {

@@ -38,10 +38,11 @@ func (t *Token) Lifetime() time.Duration { return t.Expiry.Sub(t.Issued) }
 // the gateway from sending a token that would expire while the request is in
 // flight.
 func (t *Token) Valid(now time.Time) bool {
-	return t != nil && now.Add(expiryMargin).Before(t.Expiry)
+	return t != nil && now.Add(min(expiryMargin, t.Lifetime()/20)).Before(t.Expiry)
 }
 
-// expiryMargin is how long before Expiry a token stops being sent.
+// expiryMargin is how long before Expiry a token stops being sent (less for
+// tokens shorter than 100s, as test and simulator tokens are).
 const expiryMargin = 5 * time.Second
 
 // ErrInvalidKey means the upstream rejected the API secret (HTTP 401 from /v1/auth).

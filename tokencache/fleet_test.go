@@ -1,0 +1,339 @@
+package tokencache_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// memShared is an in-memory tokencache.Shared with the Redis store's
+// semantics, so the fleet protocol can be tested without Redis; the real
+// store has its own tests against redis-server.
+type memShared struct {
+	mu       sync.Mutex
+	tok      *tokencache.Token
+	owner    int64
+	leaseEnd time.Time
+	nextID   int64
+	down     atomic.Bool
+	subs     []chan struct{}
+	saves    atomic.Int64
+}
+
+var errDown = errors.New("store down")
+
+func (s *memShared) Load(context.Context) (*tokencache.Token, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tok != nil && time.Now().After(s.tok.Expiry) {
+		s.tok = nil
+	}
+	return s.tok, nil
+}
+
+func (s *memShared) Save(_ context.Context, t *tokencache.Token) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
+	s.mu.Lock()
+	if s.tok != nil && s.tok.Expiry.After(t.Expiry) {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.tok = t
+	subs := append([]chan struct{}(nil), s.subs...)
+	s.mu.Unlock()
+	s.saves.Add(1)
+	for _, c := range subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	return true, nil
+}
+
+func (s *memShared) DeleteIf(_ context.Context, t *tokencache.Token) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tok != nil && s.tok.Value.Equal(t.Value) {
+		s.tok = nil
+		return true, nil
+	}
+	return false, nil
+}
+
+type memLease struct {
+	s  *memShared
+	id int64
+}
+
+func (s *memShared) Lease(_ context.Context, ttl time.Duration) (tokencache.Lease, bool, error) {
+	if s.down.Load() {
+		return nil, false, errDown
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner != 0 && time.Now().Before(s.leaseEnd) {
+		return nil, false, nil
+	}
+	s.nextID++
+	s.owner, s.leaseEnd = s.nextID, time.Now().Add(ttl)
+	return &memLease{s, s.nextID}, true, nil
+}
+
+func (l *memLease) Extend(_ context.Context, ttl time.Duration) (bool, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.s.owner != l.id {
+		return false, nil
+	}
+	l.s.leaseEnd = time.Now().Add(ttl)
+	return true, nil
+}
+
+func (l *memLease) Release(context.Context) error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.s.owner == l.id {
+		l.s.owner = 0
+	}
+	return nil
+}
+
+func (s *memShared) Updates(ctx context.Context) <-chan struct{} {
+	c := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs = append(s.subs, c)
+	s.mu.Unlock()
+	return c
+}
+
+// countingFetcher issues distinct tokens of a fixed lifetime on the real clock.
+type countingFetcher struct {
+	lifetime time.Duration
+	calls    atomic.Int64
+	delay    time.Duration
+}
+
+func (f *countingFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) {
+	n := f.calls.Add(1)
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return tokencache.NewToken(tokencache.NewSecret("fleet-"+string(rune('a'+n-1))), time.Now(), f.lifetime, false), nil
+}
+
+type replica struct {
+	m   *tokencache.Manager
+	met *metrics.Metrics
+}
+
+func startReplica(t *testing.T, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
+	t.Helper()
+	met := metrics.New(prometheus.NewRegistry(), "t")
+	m := tokencache.NewManager(tokencache.Options{
+		Fetcher: f, Clock: tokencache.RealClock{}, RefreshBefore: refreshBefore,
+		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: met,
+		Shared: sh, LeaseTTL: 600 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return replica{m, met}
+}
+
+func tokenOf(t *testing.T, m *tokencache.Manager) *tokencache.Token {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tok, err := m.Token(ctx)
+	if err != nil {
+		t.Fatalf("Token: %v", err)
+	}
+	return tok
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFleetStartsWithOneTokenCall(t *testing.T) {
+	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	var rs []replica
+	for range 5 {
+		rs = append(rs, startReplica(t, sh, f, 10*time.Minute))
+	}
+	want := tokenOf(t, rs[0].m)
+	for i, r := range rs {
+		if got := tokenOf(t, r.m); !got.Value.Equal(want.Value) {
+			t.Fatalf("replica %d holds another token", i)
+		}
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("token calls = %d, want 1 for the whole fleet", n)
+	}
+}
+
+func TestFleetRenewsOncePerLifetime(t *testing.T) {
+	// 1.2s tokens renewed in their second half: two renewals in ~1.5s.
+	sh, f := &memShared{}, &countingFetcher{lifetime: 1200 * time.Millisecond}
+	var rs []replica
+	for range 4 {
+		rs = append(rs, startReplica(t, sh, f, time.Hour))
+	}
+	tokenOf(t, rs[0].m)
+	time.Sleep(1500 * time.Millisecond)
+	for i, r := range rs {
+		if !tokenOf(t, r.m).Valid(time.Now()) {
+			t.Fatalf("replica %d has no valid token", i)
+		}
+	}
+	// 1 initial + one renewal per elapsed half-lifetime (+1 at most for timing).
+	if n := f.calls.Load(); n < 2 || n > 4 {
+		t.Fatalf("token calls = %d over ~2.5 half-lifetimes, want 2..4 (one per renewal, not per replica)", n)
+	}
+	adopted := 0.0
+	for _, r := range rs {
+		adopted += testutil.ToFloat64(r.met.TokenAdopted.WithLabelValues("redis"))
+	}
+	if adopted < 3 {
+		t.Fatalf("tokens adopted from the store = %v, want the other replicas to adopt", adopted)
+	}
+}
+
+func TestFleet401CausesOneRenewalAndStale401KeepsNewerToken(t *testing.T) {
+	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	a, b := startReplica(t, sh, f, 10*time.Minute), startReplica(t, sh, f, 10*time.Minute)
+	old := tokenOf(t, a.m)
+	tokenOf(t, b.m)
+	var wg sync.WaitGroup
+	for _, r := range []replica{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.m.Invalidate(old) }()
+	}
+	wg.Wait()
+	na, nb := tokenOf(t, a.m), tokenOf(t, b.m)
+	if !na.Value.Equal(nb.Value) || na.Value.Equal(old.Value) {
+		t.Fatal("after a fleet-wide 401 the replicas do not share one new token")
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Fatalf("token calls = %d, want 2 (start + one renewal for both 401s)", n)
+	}
+	// A late 401 for the old token must not delete the newer shared token.
+	if ok, _ := sh.DeleteIf(context.Background(), old); ok {
+		t.Fatal("store deleted a newer token for a stale 401")
+	}
+	c := startReplica(t, sh, f, 10*time.Minute)
+	if got := tokenOf(t, c.m); !got.Value.Equal(na.Value) {
+		t.Fatal("a new replica did not adopt the shared token")
+	}
+}
+
+func TestFleetLeaseHolderCrashIsReplaced(t *testing.T) {
+	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	// A replica took the lease and died: nobody releases or extends it.
+	if _, ok, _ := sh.Lease(context.Background(), 400*time.Millisecond); !ok {
+		t.Fatal("could not take the lease")
+	}
+	start := time.Now()
+	r := startReplica(t, sh, f, 10*time.Minute)
+	tokenOf(t, r.m)
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("renewed after %v, while the dead holder's lease still ran", d)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("token calls = %d, want 1", n)
+	}
+}
+
+func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
+	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	sh.down.Store(true)
+	r := startReplica(t, sh, f, 10*time.Minute)
+	tok := tokenOf(t, r.m) // served although the store is down
+	if ok, _ := r.m.Ready(); !ok {
+		t.Fatal("not ready with a valid token during a store outage")
+	}
+	if got := testutil.ToFloat64(r.met.TokenStoreErrors.WithLabelValues("load")); got < 1 {
+		t.Fatal("faxgate_token_store_errors_total{op=load} not counted")
+	}
+	if got := testutil.ToFloat64(r.met.TokenUnsynced); got != 1 {
+		t.Fatalf("unsynced gauge = %v, want 1", got)
+	}
+	sh.down.Store(false)
+	eventually(t, "write-back", func() bool {
+		st, _ := sh.Load(context.Background())
+		return st != nil && st.Value.Equal(tok.Value)
+	})
+	eventually(t, "unsynced gauge back to 0", func() bool { return testutil.ToFloat64(r.met.TokenUnsynced) == 0 })
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("token calls = %d, want 1", n)
+	}
+}
+
+func TestFleetHotPathDoesNotWaitOnTheStore(t *testing.T) {
+	sh := &slowShared{memShared: &memShared{}}
+	f := &countingFetcher{lifetime: time.Hour}
+	r := startReplica(t, sh, f, 10*time.Minute)
+	tokenOf(t, r.m)
+	sh.delay.Store(int64(2 * time.Second)) // from now on every Load takes 2s
+	// An update notice sends the renewal loop into the slow store.
+	newer := tokencache.NewToken(tokencache.NewSecret("newer"), time.Now(), 2*time.Hour, false)
+	if _, err := sh.Save(context.Background(), newer); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	for range 1000 {
+		tokenOf(t, r.m)
+	}
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Fatalf("1000 hot-path Token calls took %v while the store answered in 2s", d)
+	}
+	eventually(t, "the newer token adopted once the slow store answered", func() bool {
+		return tokenOf(t, r.m).Value.Equal(newer.Value)
+	})
+}
+
+// slowShared answers every Load after delay.
+type slowShared struct {
+	*memShared
+	delay atomic.Int64
+}
+
+func (s *slowShared) Load(ctx context.Context) (*tokencache.Token, error) {
+	select {
+	case <-time.After(time.Duration(s.delay.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.memShared.Load(ctx)
+}
