@@ -256,9 +256,7 @@ func (v *validator) baseURL(path, s string) {
 }
 
 func (v *validator) validateToken(t Token) {
-	if v.oneOf("token.store", t.Store, "memory", "redis") && t.Store == "redis" {
-		v.notYet("token.store", t.Store)
-	}
+	v.oneOf("token.store", t.Store, "memory", "redis")
 	v.positive("token.refresh_before", t.RefreshBefore)
 	if t.RefreshBefore >= tokenLifetime {
 		v.add("token.refresh_before", "must be less than the 24h token lifetime (a token is renewed this long before it expires), got %s",
