@@ -26,7 +26,11 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 	fs.SetOutput(e.stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "proxy listen address")
 	adminListen := fs.String("admin-listen", "127.0.0.1:9090", "admin listen address")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "faxgate demo: unexpected argument %q\n", fs.Arg(0))
 		return 1
 	}
 
