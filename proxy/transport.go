@@ -30,6 +30,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errNoToken
 	}
 	req.Header["Authorization"] = []string{tok.Header()}
+	ex.tok = tok
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {
@@ -71,6 +72,7 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 	_, _ = io.CopyN(io.Discard, first.Body, 4<<10)
 	first.Body.Close()
 	r2.Header["Authorization"] = []string{tok.Header()}
+	ex.tok = tok
 	t.metrics.Upstream401Retries.WithLabelValues(ex.route).Inc()
 	resp, err := t.next.RoundTrip(r2)
 	return roundTripResult{resp, err}, tok, true

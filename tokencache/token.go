@@ -2,6 +2,8 @@ package tokencache
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"time"
 )
 
@@ -30,6 +32,20 @@ func NewToken(v Secret, issued time.Time, lifetime time.Duration, by401 bool) *T
 // Header returns the Authorization header value. It is a credential: callers
 // put it on the upstream request and nowhere else.
 func (t *Token) Header() string { return t.header }
+
+// String renders the token without its value. With GoString and Format it
+// covers every fmt verb: fmt prints unexported fields, and header holds
+// "Bearer <value>" in clear.
+func (t Token) String() string {
+	return fmt.Sprintf("{Value:%s Issued:%s Expiry:%s By401:%t}", redacted,
+		t.Issued.Format(time.RFC3339), t.Expiry.Format(time.RFC3339), t.By401)
+}
+
+// GoString implements fmt.GoStringer, for %#v.
+func (t Token) GoString() string { return t.String() }
+
+// Format makes every fmt verb print String.
+func (t Token) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, t.String()) }
 
 // Lifetime is the token's whole validity period.
 func (t *Token) Lifetime() time.Duration { return t.Expiry.Sub(t.Issued) }
