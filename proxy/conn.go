@@ -48,9 +48,10 @@ type framingConn struct {
 	end   int
 	err   error // read error to report once buffered bytes are returned
 
-	state   sniffState
-	remain  int64 // bytes left in a body or chunk
-	lineBuf []byte
+	state    sniffState
+	remain   int64 // bytes left in a body or chunk
+	lineBuf  []byte
+	headSeen int // bytes of the held head already searched for its end
 }
 
 // WrapListener makes every accepted connection pass through the framing sniffer.
@@ -81,15 +82,17 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			var ne net.Error
 			if c.ready < c.end && !(errors.As(err, &ne) && ne.Timeout()) {
 				// The peer is gone with a head incomplete: hand it over as is.
-				c.ready = c.end
+				c.ready, c.headSeen = c.end, 0
 				c.err = err
 				continue
 			}
 			return 0, err
 		}
 		// Everything returnable was returned: keep only the held bytes.
-		held := copy(c.buf, c.buf[c.ready:c.end])
-		c.r, c.ready, c.end = 0, 0, held
+		if c.ready > 0 {
+			held := copy(c.buf, c.buf[c.ready:c.end])
+			c.r, c.ready, c.end = 0, 0, held
+		}
 		if c.end == len(c.buf) {
 			if len(c.buf) >= maxSniffHead {
 				c.state = stPassthrough
@@ -114,22 +117,39 @@ func (c *framingConn) scan() {
 		case stPassthrough:
 			c.ready = c.end
 		case stHead:
-			i := bytes.Index(c.buf[c.ready:c.end], []byte("\n\r\n"))
-			j := bytes.Index(c.buf[c.ready:c.end], []byte("\n\n"))
+			// Empty lines before a request line: nothing to hold. (Go's
+			// server skips up to four CR or LF after a POST and fails the
+			// request on any other.) Only these bytes go: what follows them
+			// is a head, held until complete.
+			for c.ready < c.end && (c.buf[c.ready] == '\r' || c.buf[c.ready] == '\n') {
+				c.ready++
+			}
+			// Search only what the last search did not cover (a head
+			// trickling in byte by byte must not be rescanned each time),
+			// less two bytes for an end split across reads, and stop at
+			// the first empty line (searching the whole buffer for
+			// "\n\n" made every pipelined head cost the buffer's length).
 			stop := -1
-			switch {
-			case i >= 0 && (j < 0 || i < j):
-				stop = c.ready + i + 3
-			case j >= 0:
-				stop = c.ready + j + 2
+			for k := c.ready + max(c.headSeen-2, 0); k < c.end; {
+				n := bytes.IndexByte(c.buf[k:c.end], '\n')
+				if n < 0 {
+					break
+				}
+				k += n + 1
+				if k < c.end && c.buf[k] == '\n' {
+					stop = k + 1
+					break
+				}
+				if k+1 < c.end && c.buf[k] == '\r' && c.buf[k+1] == '\n' {
+					stop = k + 2
+					break
+				}
 			}
 			if stop < 0 {
-				if c.ready == 0 && c.end >= 4 && isBlankStart(c.buf[:c.end]) {
-					// Leading empty lines before a request line: nothing to hold.
-					c.ready = c.end
-				}
+				c.headSeen = c.end - c.ready
 				return
 			}
+			c.headSeen = 0
 			c.endHead(c.buf[c.ready:stop])
 			c.ready = stop
 		case stBody:
@@ -164,8 +184,6 @@ func (c *framingConn) scan() {
 	}
 }
 
-func isBlankStart(b []byte) bool { return b[0] == '\r' || b[0] == '\n' }
-
 // endLine handles one complete line of chunked framing.
 func (c *framingConn) endLine(line []byte) {
 	switch c.state {
@@ -192,7 +210,11 @@ func (c *framingConn) endLine(line []byte) {
 }
 
 // endHead inspects a complete request head, renames refused Transfer-Encoding
-// headers in place, and sets the state for the body that follows.
+// headers in place, and sets the state for the body that follows. It reads
+// header fields as Go's server does (net/textproto): one CR dropped before
+// each LF, names matched in ASCII case only, values trimmed of spaces and
+// tabs only, obs-fold lines joined with one space. Anything looser lets a
+// field Go frames by, or answers 501 to, pass unrefused.
 func (c *framingConn) endHead(head []byte) {
 	lines := bytes.Split(head, []byte("\n"))
 	for len(lines) > 0 && len(bytes.TrimSpace(lines[0])) == 0 {
@@ -204,49 +226,53 @@ func (c *framingConn) endHead(head []byte) {
 	http10 := bytes.HasSuffix(bytes.TrimRight(lines[0], "\r"), []byte("HTTP/1.0"))
 	var teLines [][]byte
 	var teValue []byte
-	cl, clSeen, clBad := int64(0), false, false
-	last := ""
+	var clValues [][]byte
+	const otherField, teField, clField = 0, 1, 2
+	last := otherField
 	for _, ln := range lines[1:] {
-		ln = bytes.TrimRight(ln, "\r")
+		ln = bytes.TrimSuffix(ln, []byte("\r"))
 		if len(ln) == 0 {
 			break
 		}
 		if ln[0] == ' ' || ln[0] == '\t' { // obs-fold continues the previous field
-			if last == "te" {
-				teValue = append(append(teValue, ' '), bytes.TrimSpace(ln)...)
+			switch last {
+			case teField:
+				teValue = append(append(teValue, ' '), trimOWS(ln)...)
+			case clField:
+				k := len(clValues) - 1
+				clValues[k] = append(append(clValues[k], ' '), trimOWS(ln)...)
 			}
 			continue
 		}
+		last = otherField
 		colon := bytes.IndexByte(ln, ':')
 		if colon < 0 {
-			last = ""
 			continue
 		}
-		name, value := ln[:colon], bytes.TrimSpace(ln[colon+1:])
+		name, value := ln[:colon], trimOWS(ln[colon+1:])
 		switch {
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+		case asciiEqualFold(name, "Transfer-Encoding"):
 			teLines = append(teLines, name)
-			if len(teValue) > 0 {
-				teValue = append(teValue, ',')
-			}
-			teValue = append(teValue, value...)
-			last = "te"
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || (clSeen && n != cl) {
-				clBad = true
-			}
-			cl, clSeen = n, true
-			last = ""
-		default:
-			last = ""
+			teValue = append([]byte(nil), value...) // a copy: folds append to it
+			last = teField
+		case asciiEqualFold(name, "Content-Length"):
+			clValues = append(clValues, append([]byte(nil), value...))
+			last = clField
 		}
+	}
+	cl, clSeen, clBad := int64(0), len(clValues) > 0, false
+	for i, v := range clValues {
+		n, err := strconv.ParseUint(string(trimOWS(v)), 10, 63)
+		if err != nil || (i > 0 && int64(n) != cl) {
+			clBad = true
+		}
+		cl = int64(n)
 	}
 	if clBad {
 		c.state = stPassthrough // the server answers 400 and closes
 		return
 	}
-	chunked := len(teLines) == 1 && bytes.EqualFold(bytes.TrimSpace(teValue), []byte("chunked"))
+	chunked := len(teLines) == 1 && asciiEqualFold(bytes.TrimLeft(teValue, " \t"), "chunked")
 	refuse := len(teLines) > 0 && (clSeen || !chunked)
 	if refuse {
 		for _, name := range teLines {
@@ -261,4 +287,28 @@ func (c *framingConn) endHead(head []byte) {
 	default:
 		c.state = stHead
 	}
+}
+
+// trimOWS trims what net/textproto trims around a field value.
+func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
+
+// asciiEqualFold is bytes.EqualFold without Unicode folding, under which
+// "Tranſfer-Encoding" (long s, 18 bytes) would match and be half renamed.
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(s) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
