@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -26,8 +27,9 @@ import (
 )
 
 // serve runs the gateway described by cfg until ctx is done, then drains.
-func serve(ctx context.Context, cfg *config.Config, e env) error {
-	log, err := newLogger(cfg.Log, e.stderr)
+// path is the config file to reload on SIGHUP and on change ("" for none).
+func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
+	log, level, err := newLogger(cfg.Log, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -47,7 +49,40 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 	}
 	base, _ := url.Parse(cfg.Upstream.BaseURL) // validated by config
 	clock := tokencache.RealClock{}
+	// One Redis client serves the token store and the rate limiter.
+	var shared tokencache.Shared
+	var compileOpts []policy.CompileOption
+	if cfg.Token.Store == "redis" || cfg.RateLimit.Backend == "redis" {
+		password := ""
+		if cfg.Redis.PasswordEnv != "" {
+			v, ok := e.getenv(cfg.Redis.PasswordEnv)
+			if !ok {
+				return fmt.Errorf("redis.password_env: environment variable %q is not set", cfg.Redis.PasswordEnv)
+			}
+			password = v
+		}
+		// go-redis logs through a process-wide logger; route it to ours so
+		// stderr stays JSON lines.
+		redis.SetLogger(tokencache.RedisLogger{L: log.Named("redis")})
+		rc := tokencache.NewRedisClient(cfg.Redis, password)
+		defer rc.Close()
+		compileOpts = append(compileOpts, policy.WithRedis(rc, met, log.Named("ratelimit")))
+		if cfg.Token.Store == "redis" {
+			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: rc, KeyPrefix: cfg.Redis.KeyPrefix,
+				Key: key, Clock: clock, OnError: func(err error) {
+					met.TokenStoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
+				}})
+		}
+	}
+	runCtx, stopTokens := context.WithCancel(context.Background())
+	defer stopTokens()
+	var keyChanged <-chan struct{}
+	if cfg.Upstream.APIKeyFile != "" {
+		keyChanged = tokencache.WatchKeyFile(runCtx, cfg.Upstream.APIKeyFile, 5*time.Second, clock)
+	}
 	tokens := tokencache.NewManager(tokencache.Options{
+		Shared:        shared,
+		KeyChanged:    keyChanged,
 		Fetcher:       tokencache.NewClient(cfg.Upstream.BaseURL, transport, cfg.Upstream.Timeout, key, clock),
 		Clock:         clock,
 		RefreshBefore: cfg.Token.RefreshBefore,
@@ -56,10 +91,12 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 		Metrics:       met,
 		Logger:        log.Named("token"),
 	})
-	rules, err := policy.Compile(cfg, time.Now)
+	compile := func(c *config.Config) (*policy.Rules, error) { return policy.Compile(c, time.Now, compileOpts...) }
+	rules, err := compile(cfg)
 	if err != nil {
 		return err
 	}
+	met.ConfigLastReload.SetToCurrentTime()
 	handler := proxy.New(proxy.Options{
 		Upstream:        base,
 		Transport:       transport,
@@ -68,8 +105,6 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
 		ReadTimeout:     cfg.Server.ReadTimeout,
 		UpstreamTimeout: cfg.Upstream.Timeout,
-		AuthShim:        cfg.Policy.AuthEndpoint == "shim",
-		IdentityHeader:  cfg.Callers.IdentityHeader,
 		Metrics:         met,
 		Logger:          log,
 	})
@@ -99,10 +134,17 @@ func serve(ctx context.Context, cfg *config.Config, e env) error {
 	asrv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: zap.NewStdLog(log.Named("admin"))}
 
-	runCtx, stopTokens := context.WithCancel(context.Background())
-	defer stopTokens()
 	tokensDone := make(chan struct{})
 	go func() { defer close(tokensDone); tokens.Run(runCtx) }()
+	if path != "" {
+		rl := &reloader{path: path, getenv: e.getenv, running: cfg, compile: compile, handler: handler,
+			level: level, met: met, log: log.Named("config")}
+		every := e.reloadEvery
+		if every <= 0 {
+			every = 2 * time.Second
+		}
+		go rl.run(runCtx, e.hup, every)
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- psrv.Serve(proxy.WrapListener(pln)) }()
@@ -191,11 +233,12 @@ func upstreamTransport(u config.Upstream) (*http.Transport, error) {
 	}, nil
 }
 
-// newLogger builds the zap logger of the log section, writing to w (stderr).
-func newLogger(c config.Log, w interface{ Write([]byte) (int, error) }) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(c.Level)
+// newLogger builds the zap logger of the log section, writing to w (stderr);
+// the level can be changed while running (config reload).
+func newLogger(c config.Log, w interface{ Write([]byte) (int, error) }) (*zap.Logger, zap.AtomicLevel, error) {
+	lvl, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
-		return nil, err
+		return nil, lvl, err
 	}
 	encCfg := zap.NewProductionEncoderConfig()
 	encCfg.TimeKey = "ts"
@@ -207,5 +250,5 @@ func newLogger(c config.Log, w interface{ Write([]byte) (int, error) }) (*zap.Lo
 	} else {
 		enc = zapcore.NewJSONEncoder(encCfg)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)), lvl, nil
 }

@@ -48,6 +48,24 @@ type Options struct {
 	SimKey string
 	// NoWait skips waiting for the first token.
 	NoWait bool
+	// Upstream, when set, is an already running simulator to share (fleet
+	// tests); Sim must then be set too.
+	Upstream *httptest.Server
+	Sim      *faxsim.Sim
+	// RedisAddr, when set, makes this gateway share its token through Redis
+	// (token.store: redis).
+	RedisAddr string
+	// RateLimitRedisAddr, when set, makes this gateway share rate limits
+	// through the Redis at this address: the harness sets
+	// rate_limit.backend: redis (limits and replicas_hint come from Config).
+	// With RedisAddr too, both must be the same server: one client serves
+	// both, as in faxgate serve.
+	RateLimitRedisAddr string
+	// RateLimitTimeout bounds each shared rate-limit decision; default
+	// policy.DefaultRedisRateTimeout. Tests that measure the shared limit
+	// raise it, so a loaded test machine does not send them to the local
+	// fallback.
+	RateLimitTimeout time.Duration
 }
 
 // Gateway is a running test gateway.
@@ -76,16 +94,28 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.SimKey == "" {
 		o.SimKey = Key
 	}
-	sim := faxsim.New(faxsim.Options{APIKey: o.SimKey, TokenTTL: o.TokenTTL})
-	var h http.Handler = sim
-	if o.Wrap != nil {
-		h = o.Wrap(sim)
+	sim, up := o.Sim, o.Upstream
+	if up == nil {
+		sim = faxsim.New(faxsim.Options{APIKey: o.SimKey, TokenTTL: o.TokenTTL})
+		var h http.Handler = sim
+		if o.Wrap != nil {
+			h = o.Wrap(sim)
+		}
+		up = httptest.NewServer(h)
+		t.Cleanup(up.Close)
 	}
-	up := httptest.NewServer(h)
-	t.Cleanup(up.Close)
 
 	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
 		up.URL, o.UpstreamTimeout, o.Config)
+	if o.RedisAddr != "" && o.RateLimitRedisAddr != "" && o.RedisAddr != o.RateLimitRedisAddr {
+		t.Fatalf("gatewaytest: RedisAddr %s and RateLimitRedisAddr %s differ; a gateway has one Redis", o.RedisAddr, o.RateLimitRedisAddr)
+	}
+	if o.RedisAddr != "" {
+		yaml += fmt.Sprintf("token:\n  store: redis\n  refresh_before: %s\nredis:\n  addrs: [%q]\n",
+			refreshBefore(o), o.RedisAddr)
+	} else if o.RateLimitRedisAddr != "" {
+		yaml += fmt.Sprintf("redis:\n  addrs: [%q]\n", o.RateLimitRedisAddr)
+	}
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
 		if k == "FG_TEST_KEY" {
 			return Key, true
@@ -94,6 +124,9 @@ func Start(t testing.TB, o Options) *Gateway {
 	})
 	if err != nil {
 		t.Fatalf("test config: %v\n%s", err, yaml)
+	}
+	if o.RateLimitRedisAddr != "" {
+		cfg.RateLimit.Backend = "redis"
 	}
 
 	logs := &syncBuffer{}
@@ -109,8 +142,23 @@ func Start(t testing.TB, o Options) *Gateway {
 	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	clock := tokencache.RealClock{}
+	key := tokencache.StaticKey(tokencache.NewSecret(Key))
+	var shared tokencache.Shared
+	var compileOpts []policy.CompileOption
+	if o.RedisAddr != "" || o.RateLimitRedisAddr != "" {
+		rc := tokencache.NewRedisClient(cfg.Redis, "")
+		t.Cleanup(func() { _ = rc.Close() })
+		compileOpts = append(compileOpts, policy.WithRedis(rc, met, log.Named("ratelimit")),
+			policy.WithRedisTimeout(o.RateLimitTimeout))
+		if o.RedisAddr != "" {
+			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: rc, KeyPrefix: cfg.Redis.KeyPrefix,
+				Key: key, Clock: clock, OpTimeout: 500 * time.Millisecond})
+		}
+	}
 	tokens := tokencache.NewManager(tokencache.Options{
-		Fetcher:       tokencache.NewClient(up.URL, tr, o.UpstreamTimeout, tokencache.StaticKey(tokencache.NewSecret(Key)), clock),
+		Shared:        shared,
+		LeaseTTL:      2 * time.Second,
+		Fetcher:       tokencache.NewClient(up.URL, tr, o.UpstreamTimeout, key, clock),
 		Clock:         clock,
 		RefreshBefore: cfg.Token.RefreshBefore,
 		RetryMin:      cfg.Token.RetryMin,
@@ -123,7 +171,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	go func() { defer close(done); tokens.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	rules, err := policy.Compile(cfg, time.Now)
+	rules, err := policy.Compile(cfg, time.Now, compileOpts...)
 	if err != nil {
 		t.Fatalf("rules: %v", err)
 	}
@@ -131,8 +179,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	handler := proxy.New(proxy.Options{
 		Upstream: base, Transport: tr, Tokens: tokens, Rules: rules,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
-		UpstreamTimeout: cfg.Upstream.Timeout, AuthShim: cfg.Policy.AuthEndpoint == "shim",
-		IdentityHeader: cfg.Callers.IdentityHeader, Metrics: met, Logger: log,
+		UpstreamTimeout: cfg.Upstream.Timeout, Metrics: met, Logger: log,
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -156,6 +203,15 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 	}
 	return g
+}
+
+// refreshBefore suits the simulator's token lifetime: short test tokens are
+// renewed in their second half anyway.
+func refreshBefore(o Options) time.Duration {
+	if o.TokenTTL > 0 && o.TokenTTL < 2*time.Hour {
+		return o.TokenTTL / 5
+	}
+	return time.Hour
 }
 
 // Do sends a request to the gateway and returns the response with its body read.
