@@ -30,6 +30,17 @@ type Metrics struct {
 	TokenAdopted     *prometheus.CounterVec // source: upstream, redis
 	TokenLease       *prometheus.CounterVec // result: acquired, busy, lost, error
 	TokenUnsynced    prometheus.Gauge
+
+	// Configuration reloads.
+	ConfigReload          *prometheus.CounterVec // result: ok, error
+	ConfigLastReload      prometheus.Gauge
+	ConfigRestartRequired prometheus.Gauge
+
+	// Shared rate limits (rate_limit.backend: redis).
+	RateLimitFallback *prometheus.CounterVec // caller
+	// RateLimitBackendUp has no labels; it is a vector so that it has no
+	// series (rather than a misleading 0) until a Redis limiter decides.
+	RateLimitBackendUp *prometheus.GaugeVec
 }
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
@@ -97,8 +108,29 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "faxgate_token_store_unsynced",
 			Help: "1 while this replica holds a token renewed during a shared-store outage and not yet written back.",
 		}),
+		ConfigReload: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_config_reload_total",
+			Help: "Configuration reloads (SIGHUP or file change), by result (ok, error).",
+		}, []string{"result"}),
+		ConfigLastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load (start-up or reload).",
+		}),
+		ConfigRestartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_restart_required",
+			Help: "1 when the file on disk changes settings that only a restart applies (listen addresses, upstream, token store ...).",
+		}),
+		RateLimitFallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_rate_limit_fallback_total",
+			Help: "Rate-limit decisions made locally at rps / replicas_hint because Redis was unreachable or slow (rate_limit.backend: redis), by caller.",
+		}, []string{"caller"}),
+		RateLimitBackendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_rate_limit_backend_up",
+			Help: "1 while this replica's rate limits are decided in Redis, 0 while it limits locally because Redis is unreachable; absent with rate_limit.backend: local.",
+		}, nil),
 	}
-	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced)
+	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
+		m.ConfigReload, m.ConfigLastReload, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,
 		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Inflight, m.BuildInfo)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -108,6 +140,9 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}
 	for _, s := range []string{"upstream", "redis"} {
 		m.TokenAdopted.WithLabelValues(s)
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.ConfigReload.WithLabelValues(r)
 	}
 	return m
 }

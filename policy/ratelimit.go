@@ -1,13 +1,18 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/metrics"
 )
 
 // RateResult is one rate-limit decision, with what the RateLimit-* response
@@ -24,9 +29,59 @@ type RateResult struct {
 	RetryAfter time.Duration
 }
 
-// RateLimiter decides whether a caller may make one more request now.
+// RateLimiter decides whether a caller may make one more request now. ctx is
+// the request's: a limiter that asks a shared store bounds the wait by it.
 type RateLimiter interface {
-	Allow(caller string) RateResult
+	Allow(ctx context.Context, caller string) RateResult
+}
+
+// CompileOption gives Compile what the configuration alone cannot: live
+// connections and the parts they report to.
+type CompileOption func(*compileOptions)
+
+type compileOptions struct {
+	redis   redis.UniversalClient
+	metrics *metrics.Metrics
+	log     *zap.Logger
+	timeout time.Duration
+}
+
+// WithRedis is the Redis client through which rate_limit.backend: redis
+// shares limits, with the metrics and logger of that limiter. Compile ignores
+// it with backend local.
+func WithRedis(client redis.UniversalClient, m *metrics.Metrics, log *zap.Logger) CompileOption {
+	return func(o *compileOptions) { o.redis, o.metrics, o.log = client, m, log }
+}
+
+// WithRedisTimeout bounds each shared rate-limit decision (default
+// DefaultRedisRateTimeout); after it the request is decided locally.
+func WithRedisTimeout(d time.Duration) CompileOption {
+	return func(o *compileOptions) { o.timeout = d }
+}
+
+// newRateLimiter builds the limiter of the rate_limit section.
+func newRateLimiter(cfg *config.Config, now func() time.Time, opts []CompileOption) (RateLimiter, error) {
+	var o compileOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if cfg.RateLimit.Backend != "redis" {
+		return NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now), nil
+	}
+	if o.redis == nil {
+		return nil, errors.New("rate_limit.backend: redis needs a Redis client, and none was given")
+	}
+	return NewRedisRateLimiter(RedisRateOptions{
+		Client:       o.redis,
+		KeyPrefix:    cfg.Redis.KeyPrefix,
+		Callers:      cfg.Callers.List,
+		Default:      cfg.RateLimit.Default,
+		ReplicasHint: cfg.RateLimit.ReplicasHint,
+		Now:          now,
+		Timeout:      o.timeout,
+		Metrics:      o.metrics,
+		Logger:       o.log,
+	}), nil
 }
 
 // LocalRateLimiter keeps one token bucket per caller in this process
@@ -56,8 +111,8 @@ func NewLocalRateLimiter(callers []config.Caller, def config.Limit, now func() t
 	return l
 }
 
-// Allow implements RateLimiter.
-func (l *LocalRateLimiter) Allow(caller string) RateResult {
+// Allow implements RateLimiter; it never blocks, so ctx is unused.
+func (l *LocalRateLimiter) Allow(_ context.Context, caller string) RateResult {
 	b := l.buckets[caller]
 	if b == nil {
 		b = l.fallback(caller)

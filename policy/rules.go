@@ -14,10 +14,16 @@ type Rules struct {
 	Identifier *Identifier
 	Policy     *Policy
 	Limiter    RateLimiter
+	// IdentityHeader is callers.identity_header: never forwarded upstream.
+	IdentityHeader string
+	// AuthShim answers POST /v1/auth locally (policy.auth_endpoint: shim)
+	// instead of refusing it; it is never forwarded either way.
+	AuthShim bool
 }
 
-// Compile builds the rules of cfg. now is the rate limiters' clock.
-func Compile(cfg *config.Config, now func() time.Time) (*Rules, error) {
+// Compile builds the rules of cfg. now is the rate limiters' clock. With
+// rate_limit.backend: redis, opts must include WithRedis.
+func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*Rules, error) {
 	table, err := NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
 	if err != nil {
 		return nil, err
@@ -30,10 +36,17 @@ func Compile(cfg *config.Config, now func() time.Time) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
+	lim, err := newRateLimiter(cfg, now, opts)
+	if err != nil {
+		return nil, err
+	}
 	return &Rules{
 		Table:      table,
 		Identifier: id,
 		Policy:     pol,
-		Limiter:    NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now),
+		Limiter:    lim,
+
+		IdentityHeader: cfg.Callers.IdentityHeader,
+		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
 	}, nil
 }

@@ -81,8 +81,8 @@ rate_limit:
 	return proxy.New(proxy.Options{
 		Upstream: base, Transport: benchTransport(b), Tokens: fixedToken{tok}, Rules: rules,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
-		UpstreamTimeout: cfg.Upstream.Timeout, IdentityHeader: cfg.Callers.IdentityHeader,
-		Metrics: metrics.New(prometheus.NewRegistry(), "bench"), Logger: log,
+		UpstreamTimeout: cfg.Upstream.Timeout,
+		Metrics:         metrics.New(prometheus.NewRegistry(), "bench"), Logger: log,
 	})
 }
 

@@ -36,8 +36,6 @@ type Options struct {
 	MaxBodyBytes    int64
 	ReadTimeout     time.Duration // longest pause between two reads of a request body
 	UpstreamTimeout time.Duration
-	AuthShim        bool   // answer POST /v1/auth locally instead of 403
-	IdentityHeader  string // removed before forwarding
 	Metrics         *metrics.Metrics
 	Logger          *zap.Logger
 }
@@ -96,6 +94,7 @@ type exchange struct {
 	fail           *gatewayError     // set by the transport or body reader
 	tok            *tokencache.Token // the token sent upstream, once the transport ran
 	deadline       context.Context
+	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
 	numberID       string
 	orderID        string
@@ -144,6 +143,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		return errHeadersTooLarge
 	}
 	rules := h.rules.Load()
+	ex.rules = rules
 	name, _, ok := rules.Identifier.Identify(r)
 	if !ok {
 		return errUnidentified
@@ -168,7 +168,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		return errNotForwardable
 	}
 	if rules.Limiter != nil {
-		res := rules.Limiter.Allow(name)
+		res := rules.Limiter.Allow(r.Context(), name)
 		setRateLimitHeaders(w.Header(), res)
 		if !res.Allowed {
 			m := h.opts.Metrics
@@ -224,7 +224,7 @@ func (h *Handler) upgradeRequested(r *http.Request) bool {
 
 // auth answers POST /v1/auth for a caller: it is never forwarded.
 func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
-	if !h.opts.AuthShim {
+	if !ex.rules.AuthShim {
 		return errAuthManaged
 	}
 	if r.Method != http.MethodPost {
@@ -323,7 +323,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.ForceQuery = false
 	out.URL.Fragment, out.URL.RawFragment = "", ""
 	out.Host = ""
-	stripRequestHeaders(out.Header, h.opts.IdentityHeader)
+	stripRequestHeaders(out.Header, ex.rules.IdentityHeader)
 	out.Header["X-Request-Id"] = []string{ex.id}
 }
 

@@ -23,6 +23,9 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    4 * maxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(o.Logger.Named("http")),
+		// Otherwise net/http answers "OPTIONS *" itself with 200, unlogged and
+		// uncounted, where the contract wants 405 method_not_allowed.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     zap.NewStdLog(o.Logger.Named("http")),
 	}
 }

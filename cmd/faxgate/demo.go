@@ -67,7 +67,7 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 			e.ready(proxyAddr, adminAddr)
 		}
 	}
-	if err := serve(ctx, cfg, de); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serve(ctx, cfg, "", de); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(e.stderr, "faxgate: %v\n", err)
 		return 1
 	}

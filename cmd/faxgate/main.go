@@ -18,7 +18,18 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv})
+	sighup := make(chan os.Signal, 1)
+	signal.Notify(sighup, syscall.SIGHUP)
+	hup := make(chan struct{}, 1)
+	go func() {
+		for range sighup {
+			select {
+			case hup <- struct{}{}:
+			default: // a reload is already pending
+			}
+		}
+	}()
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, hup: hup})
 	stop()
 	os.Exit(code)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
 )
@@ -19,6 +20,10 @@ type env struct {
 	getenv         func(string) (string, bool)
 	// ready, when set, receives the bound addresses once the gateway serves.
 	ready func(proxyAddr, adminAddr string)
+	// hup delivers SIGHUP: reload the config file.
+	hup <-chan struct{}
+	// reloadEvery is how often the config file is checked for changes (default 2s).
+	reloadEvery time.Duration
 }
 
 const usage = `usage:
@@ -98,7 +103,7 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "faxgate: %s\n", oneLine(path, err))
 		return 1
 	}
-	if err := serve(ctx, cfg, e); err != nil {
+	if err := serve(ctx, cfg, path, e); err != nil {
 		fmt.Fprintf(e.stderr, "faxgate: %v\n", err)
 		return 1
 	}

@@ -300,9 +300,7 @@ func (v *validator) limit(path string, l Limit) {
 }
 
 func (v *validator) validateRateLimit(r RateLimit) {
-	if v.oneOf("rate_limit.backend", r.Backend, "local", "redis") && r.Backend == "redis" {
-		v.notYet("rate_limit.backend", r.Backend)
-	}
+	v.oneOf("rate_limit.backend", r.Backend, "local", "redis")
 	v.limit("rate_limit.default", r.Default)
 	if r.ReplicasHint < 1 {
 		v.add("rate_limit.replicas_hint", "must be at least 1, got %s", v.qint("rate_limit.replicas_hint", int64(r.ReplicasHint)))

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/proxy"
+)
+
+// reloadable are the sections a running gateway applies without a restart
+// (issue: callers, policy, rate_limit, routes; plus the log level). Every
+// other setting is reported as needing a restart, never half-applied.
+var reloadable = map[string]bool{"callers": true, "policy": true, "rate_limit": true, "routes": true, "log.level": true}
+
+// reloader re-reads the config file on SIGHUP or when its content changes,
+// and swaps the request rules atomically: each request is decided wholly by
+// the rules it started with.
+type reloader struct {
+	path    string
+	getenv  func(string) (string, bool)
+	running *config.Config // what is applied now
+	compile func(*config.Config) (*policy.Rules, error)
+	handler *proxy.Handler
+	level   zap.AtomicLevel
+	met     *metrics.Metrics
+	log     *zap.Logger
+	digest  [32]byte
+}
+
+// run reloads on every signal from hup and whenever the file's content
+// changes (polled every interval), until ctx ends.
+func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
+	rl.digest, _ = digestFile(rl.path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			rl.reload("signal")
+		case <-t.C:
+			d, err := digestFile(rl.path)
+			if err == nil && d != rl.digest {
+				rl.reload("file change")
+			}
+		}
+	}
+}
+
+func digestFile(path string) ([32]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+// reload applies the file if it is valid; an invalid file changes nothing.
+func (rl *reloader) reload(trigger string) {
+	rl.digest, _ = digestFile(rl.path)
+	cfg, err := config.Load(rl.path, rl.getenv)
+	if err == nil {
+		var rules *policy.Rules
+		if rules, err = rl.compile(cfg); err == nil {
+			rl.apply(cfg, rules, trigger)
+			return
+		}
+	}
+	rl.met.ConfigReload.WithLabelValues("error").Inc()
+	var ps config.Problems
+	problems := []string{err.Error()}
+	if errors.As(err, &ps) {
+		problems = problems[:0]
+		for _, p := range ps {
+			problems = append(problems, p.String())
+		}
+	}
+	rl.log.Error("config reload rejected; the running configuration stays in force",
+		zap.String("trigger", trigger), zap.Strings("problems", problems))
+}
+
+func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger string) {
+	rl.handler.SetRules(rules)
+	if lvl, err := zap.ParseAtomicLevel(cfg.Log.Level); err == nil {
+		rl.level.SetLevel(lvl.Level())
+	}
+	restart := restartNeeded(rl.running, cfg)
+	next := *rl.running
+	next.Callers, next.Policy, next.RateLimit, next.Routes = cfg.Callers, cfg.Policy, cfg.RateLimit, cfg.Routes
+	next.Log.Level = cfg.Log.Level
+	rl.running = &next
+	rl.met.ConfigReload.WithLabelValues("ok").Inc()
+	rl.met.ConfigLastReload.SetToCurrentTime()
+	if len(restart) > 0 {
+		rl.met.ConfigRestartRequired.Set(1)
+		rl.log.Warn("config reloaded; these changed settings need a restart and are not applied",
+			zap.String("trigger", trigger), zap.Strings("restart_required", restart))
+		return
+	}
+	rl.met.ConfigRestartRequired.Set(0)
+	rl.log.Info("config reloaded", zap.String("trigger", trigger))
+}
+
+// restartNeeded lists the YAML paths (section.key) whose values differ
+// between the running and the new configuration and are not reloadable.
+func restartNeeded(old, cur *config.Config) []string {
+	var out []string
+	ov, nv := reflect.ValueOf(*old), reflect.ValueOf(*cur)
+	for i := range ov.NumField() {
+		sec := yamlName(ov.Type().Field(i))
+		if reloadable[sec] {
+			continue
+		}
+		of, nf := ov.Field(i), nv.Field(i)
+		if of.Kind() != reflect.Struct {
+			if !reflect.DeepEqual(of.Interface(), nf.Interface()) {
+				out = append(out, sec)
+			}
+			continue
+		}
+		for j := range of.NumField() {
+			path := sec + "." + yamlName(of.Type().Field(j))
+			if !reloadable[path] && !reflect.DeepEqual(of.Field(j).Interface(), nf.Field(j).Interface()) {
+				out = append(out, path)
+			}
+		}
+	}
+	return out
+}
+
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		return strings.ToLower(f.Name)
+	}
+	return name
+}

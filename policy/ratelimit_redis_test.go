@@ -1,0 +1,866 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// redisClient is a client as faxgate serve builds it, for the server at addr.
+func redisClient(t testing.TB, addr string) redis.UniversalClient {
+	t.Helper()
+	c := tokencache.NewRedisClient(config.Redis{Addrs: []string{addr}}, "")
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// countingHook counts the commands a client sends (or tries to send).
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+type limiterEnv struct {
+	lim    *policy.RedisRateLimiter
+	client redis.UniversalClient
+	met    *metrics.Metrics
+	reg    *prometheus.Registry
+	logs   *observer.ObservedLogs
+	cmds   *countingHook
+}
+
+func newLimiter(t testing.TB, addr string, o policy.RedisRateOptions) *limiterEnv {
+	t.Helper()
+	e := &limiterEnv{client: redisClient(t, addr), reg: prometheus.NewPedanticRegistry(), cmds: &countingHook{}}
+	e.client.AddHook(e.cmds)
+	e.met = metrics.New(e.reg, "test")
+	core, logs := observer.New(zapcore.InfoLevel)
+	e.logs = logs
+	o.Client, o.Metrics, o.Logger = e.client, e.met, zap.New(core)
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "faxgate:"
+	}
+	if o.Timeout == 0 {
+		// Generous: these tests are about decisions, not about a slow
+		// Redis, and must not fall back on a loaded test machine.
+		o.Timeout = 2 * time.Second
+	}
+	e.lim = policy.NewRedisRateLimiter(o)
+	return e
+}
+
+func (e *limiterEnv) backendUp(t testing.TB) float64 {
+	t.Helper()
+	return testutil.ToFloat64(e.met.RateLimitBackendUp.WithLabelValues())
+}
+
+func (e *limiterEnv) fallbacks(caller string) float64 {
+	return testutil.ToFloat64(e.met.RateLimitFallback.WithLabelValues(caller))
+}
+
+func callers(list ...config.Caller) []config.Caller { return list }
+
+func caller(name string, rps float64, burst int) config.Caller {
+	return config.Caller{Name: name, RateLimit: &config.Limit{RPS: rps, Burst: burst}}
+}
+
+// TestRedisBurstThenOnePerInterval: burst requests pass at once, the next
+// waits one emission interval, and the RateLimit-* values say so.
+func TestRedisBurstThenOnePerInterval(t *testing.T) {
+	r := redistest.Start(t)
+	const interval = 100 * time.Millisecond // rps 10
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 10, 5))})
+	ctx := context.Background()
+
+	start := time.Now()
+	for k := 1; k <= 5; k++ {
+		res := e.lim.Allow(ctx, "a")
+		elapsed := time.Since(start)
+		if !res.Allowed || res.Limit != 5 || res.Remaining != 5-k {
+			t.Fatalf("request %d: %+v, want allowed, limit 5, remaining %d", k, res, 5-k)
+		}
+		// Full again k intervals after the first request, less the time gone by.
+		if want := time.Duration(k) * interval; res.Reset > want || res.Reset < want-elapsed-time.Millisecond {
+			t.Errorf("request %d: reset %v, want %v less at most %v", k, res.Reset, want, elapsed)
+		}
+	}
+	denied := e.lim.Allow(ctx, "a")
+	elapsed := time.Since(start)
+	if denied.Allowed || denied.Remaining != 0 || denied.Limit != 5 {
+		t.Fatalf("request 6: %+v, want denied, limit 5, remaining 0", denied)
+	}
+	if denied.RetryAfter > interval || denied.RetryAfter < interval-elapsed-time.Millisecond {
+		t.Errorf("retry after %v, want %v less at most %v", denied.RetryAfter, interval, elapsed)
+	}
+	if want := 5 * interval; denied.Reset > want || denied.Reset < want-elapsed-time.Millisecond {
+		t.Errorf("reset when denied %v, want %v less at most %v", denied.Reset, want, elapsed)
+	}
+	// A refusal costs nothing: asking again does not push the wait out.
+	again := e.lim.Allow(ctx, "a")
+	if again.Allowed || again.RetryAfter > denied.RetryAfter {
+		t.Errorf("asking again: %+v, want denied with retry after <= %v", again, denied.RetryAfter)
+	}
+
+	time.Sleep(again.RetryAfter + 2*time.Millisecond)
+	if res := e.lim.Allow(ctx, "a"); !res.Allowed || res.Remaining != 0 {
+		t.Errorf("after retry after: %+v, want allowed with remaining 0", res)
+	}
+	if res := e.lim.Allow(ctx, "a"); res.Allowed {
+		t.Errorf("second after retry after: %+v, want denied: one per interval", res)
+	}
+	if got := e.backendUp(t); got != 1 {
+		t.Errorf("backend_up = %v, want 1", got)
+	}
+	if got := e.fallbacks("a"); got != 0 {
+		t.Errorf("fallbacks = %v, want 0", got)
+	}
+}
+
+// TestRedisNoBoundaryBurst hammers a caller across whole-second boundaries,
+// where a fixed-window limiter lets its limit through twice in a moment: in
+// no stretch of time may more pass than burst + rps x its length (+1 for
+// the edges).
+func TestRedisNoBoundaryBurst(t *testing.T) {
+	r := redistest.Start(t)
+	const rps, burst = 20.0, 5
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", rps, burst))})
+
+	// Start 200ms before a second boundary and run across two more.
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(800*time.Millisecond).Sub(now) % time.Second)
+	stop := time.Now().Add(2200 * time.Millisecond)
+
+	var mu sync.Mutex
+	var admitted []time.Time
+	var worst atomic.Int64 // slowest decision, ns
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				res := e.lim.Allow(context.Background(), "a")
+				t1 := time.Now()
+				if d := int64(t1.Sub(t0)); d > worst.Load() {
+					worst.Store(d)
+				}
+				if res.Allowed {
+					mu.Lock()
+					admitted = append(admitted, t1)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(admitted, func(a, b time.Time) int { return a.Compare(b) })
+	slack := time.Duration(worst.Load()) // a decision happened up to this long before it was seen
+	for i := range admitted {
+		for j := i; j < len(admitted); j++ {
+			span := admitted[j].Sub(admitted[i]) + slack
+			if n, max := j-i+1, float64(burst)+span.Seconds()*rps+1; float64(n) > max {
+				t.Fatalf("%d admitted within %v (from %s): more than burst + rps x span + 1 = %.1f",
+					n, span, admitted[i].Format("15:04:05.000"), max)
+			}
+		}
+	}
+	// And the limiter is not simply stingy: about burst + rps x 2.2s pass
+	// (less only on a machine too loaded to ask often enough).
+	if n, want := len(admitted), burst+int(2.2*rps); n < want/2 {
+		t.Errorf("%d admitted in 2.2s, want about %d", n, want)
+	}
+	t.Logf("%d admitted in 2.2s (rps %v, burst %d), slowest decision %v", len(admitted), rps, burst, slack)
+	if e.fallbacks("a") != 0 {
+		t.Errorf("%v decisions fell back to the local limiter with Redis up", e.fallbacks("a"))
+	}
+}
+
+// TestRedisKeysExpire: a caller's key lives until its bucket is full again,
+// under the configured prefix, so idle callers cost Redis nothing.
+func TestRedisKeysExpire(t *testing.T) {
+	r := redistest.Start(t)
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{KeyPrefix: "fg-test:", Callers: callers(caller("a", 10, 5))})
+	ctx := context.Background()
+	rc := r.Client(t)
+
+	e.lim.Allow(ctx, "a")
+	ttl, err := rc.PTTL(ctx, "fg-test:rl:a").Result()
+	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
+		t.Fatalf("PTTL after one request = %v, %v; want in (0, 100ms]", ttl, err)
+	}
+	for range 3 {
+		e.lim.Allow(ctx, "a")
+	}
+	if ttl, err = rc.PTTL(ctx, "fg-test:rl:a").Result(); err != nil || ttl <= 200*time.Millisecond || ttl > 400*time.Millisecond {
+		t.Fatalf("PTTL after four requests = %v, %v; want about 400ms", ttl, err)
+	}
+	// The value is the theoretical arrival time, in microseconds of Redis time.
+	tat, err := rc.Get(ctx, "fg-test:rl:a").Float64()
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	srv, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(tat-float64(srv.UnixMicro())) * time.Microsecond; d <= 0 || d > 400*time.Millisecond {
+		t.Errorf("TAT is %v after Redis TIME, want in (0, 400ms]", d)
+	}
+	if keys, _ := rc.Keys(ctx, "*").Result(); !slices.Equal(keys, []string{"fg-test:rl:a"}) {
+		t.Errorf("keys = %v, want only fg-test:rl:a", keys)
+	}
+
+	deadline := time.Now().Add(2 * time.Second)
+	for rc.Exists(ctx, "fg-test:rl:a").Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the key outlived its bucket refill by more than a second")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Gone means full: the whole burst passes again.
+	for k := range 5 {
+		if res := e.lim.Allow(ctx, "a"); !res.Allowed {
+			t.Fatalf("request %d after expiry denied: %+v", k+1, res)
+		}
+	}
+}
+
+// TestRedisCallersIndependent: one caller's exhaustion leaves another's
+// quota alone; each has its own limit (own rate_limit, or the default).
+func TestRedisCallersIndependent(t *testing.T) {
+	r := redistest.Start(t)
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{
+		Callers: callers(caller("a", 1, 2), config.Caller{Name: "b"}),
+		Default: config.Limit{RPS: 1, Burst: 3},
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		caller string
+		burst  int
+	}{{"a", 2}, {"b", 3}, {"unconfigured", 3}} {
+		t.Run(tc.caller, func(t *testing.T) {
+			for k := range tc.burst {
+				if res := e.lim.Allow(ctx, tc.caller); !res.Allowed || res.Limit != tc.burst {
+					t.Fatalf("request %d: %+v, want allowed with limit %d", k+1, res, tc.burst)
+				}
+			}
+			if res := e.lim.Allow(ctx, tc.caller); res.Allowed {
+				t.Fatalf("request %d: %+v, want denied", tc.burst+1, res)
+			}
+		})
+	}
+}
+
+// TestRedisBucketSharedByReplicas: two limiters (two replicas, each with its
+// own connection) draw from one bucket per caller; another key prefix (another
+// deployment on the same Redis) from another.
+func TestRedisBucketSharedByReplicas(t *testing.T) {
+	r := redistest.Start(t)
+	o := policy.RedisRateOptions{Callers: callers(caller("a", 1, 4))}
+	r1, r2 := newLimiter(t, r.Addr, o), newLimiter(t, r.Addr, o)
+	ctx := context.Background()
+	admitted := 0
+	for k := range 8 {
+		if (map[bool]*limiterEnv{true: r1, false: r2})[k%2 == 0].lim.Allow(ctx, "a").Allowed {
+			admitted++
+		}
+	}
+	if admitted != 4 {
+		t.Errorf("two replicas admitted %d at once, want the one burst of 4", admitted)
+	}
+	o.KeyPrefix = "other:"
+	if res := newLimiter(t, r.Addr, o).lim.Allow(ctx, "a"); !res.Allowed || res.Remaining != 3 {
+		t.Errorf("another prefix: %+v, want a fresh bucket", res)
+	}
+}
+
+// TestRedisRebuiltLimiterKeepsState: a config reload rebuilds the limiter;
+// the caller's bucket lives in Redis and is not refilled by it.
+func TestRedisRebuiltLimiterKeepsState(t *testing.T) {
+	r := redistest.Start(t)
+	o := policy.RedisRateOptions{Callers: callers(caller("a", 1, 3))}
+	old := newLimiter(t, r.Addr, o)
+	for range 3 {
+		old.lim.Allow(context.Background(), "a")
+	}
+	if res := newLimiter(t, r.Addr, o).lim.Allow(context.Background(), "a"); res.Allowed {
+		t.Errorf("after a rebuild: %+v, want still denied", res)
+	}
+}
+
+// TestRedisFallbackAndRecovery: with Redis gone each decision is local at
+// rps / replicas_hint, counted, without trying Redis more than once per
+// cooldown; once Redis is back, the limiter returns to it by itself.
+func TestRedisFallbackAndRecovery(t *testing.T) {
+	r := redistest.Start(t)
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	// Shared: 30 rps, burst 6. Local share with 3 replicas: 10 rps, burst 2.
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3, Now: clock.Now})
+	ctx := context.Background()
+
+	if res := e.lim.Allow(ctx, "a"); !res.Allowed || res.Limit != 6 {
+		t.Fatalf("with Redis: %+v, want allowed, limit 6", res)
+	}
+	if got := e.backendUp(t); got != 1 {
+		t.Fatalf("backend_up = %v with Redis up, want 1", got)
+	}
+
+	r.Kill()
+	before := e.cmds.n.Load()
+	var got []bool
+	for range 4 {
+		res := e.lim.Allow(ctx, "a")
+		if res.Limit != 2 {
+			t.Fatalf("during the outage: %+v, want the local limit 2", res)
+		}
+		got = append(got, res.Allowed)
+	}
+	if want := []bool{true, true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("local decisions = %v, want %v (burst 6/3)", got, want)
+	}
+	if n := e.cmds.n.Load() - before; n != 1 {
+		t.Errorf("%d commands tried on the dead Redis within the cooldown, want 1", n)
+	}
+	if got := e.fallbacks("a"); got != 4 {
+		t.Errorf("fallbacks = %v, want 4", got)
+	}
+	if got := e.backendUp(t); got != 0 {
+		t.Errorf("backend_up = %v during the outage, want 0", got)
+	}
+	// The local limit refills at 10 rps: one more after 100ms.
+	clock.Advance(100 * time.Millisecond)
+	if res := e.lim.Allow(ctx, "a"); !res.Allowed {
+		t.Errorf("local decision after 100ms: %+v, want allowed (10 rps)", res)
+	}
+
+	// After the cooldown one request tries Redis again, and only one.
+	clock.Advance(time.Second)
+	before = e.cmds.n.Load()
+	for range 3 {
+		e.lim.Allow(ctx, "a")
+	}
+	if n := e.cmds.n.Load() - before; n != 1 {
+		t.Errorf("%d commands after the cooldown, want 1 probe", n)
+	}
+
+	r.Restart(t)
+	clock.Advance(1100 * time.Millisecond)
+	res := e.lim.Allow(ctx, "a")
+	if !res.Allowed || res.Limit != 6 || res.Remaining != 5 {
+		t.Errorf("after Redis restarted: %+v, want a shared decision (limit 6, remaining 5)", res)
+	}
+	if got := e.backendUp(t); got != 1 {
+		t.Errorf("backend_up = %v after recovery, want 1", got)
+	}
+	before = e.cmds.n.Load()
+	for range 3 {
+		e.lim.Allow(ctx, "a")
+	}
+	if n := e.cmds.n.Load() - before; n != 3 {
+		t.Errorf("%d commands for 3 decisions after recovery, want 3: every decision is shared again", n)
+	}
+	if got := e.fallbacks("a"); got != 8 {
+		t.Errorf("fallbacks = %v, want 8", got)
+	}
+
+	// One warning for the outage (more are 30s apart), one note of its end.
+	warn := e.logs.FilterLevelExact(zapcore.WarnLevel).All()
+	if len(warn) != 1 || !strings.Contains(warn[0].Message, "Redis unreachable or too slow") {
+		t.Errorf("warnings = %v, want one saying Redis is unreachable", warn)
+	}
+	info := e.logs.FilterMessageSnippet("answers again").All()
+	if len(info) != 1 {
+		t.Errorf("recovery notes = %v, want one", info)
+	}
+
+	golden := `
+# HELP faxgate_rate_limit_backend_up 1 while this replica's rate limits are decided in Redis, 0 while it limits locally because Redis is unreachable; absent with rate_limit.backend: local.
+# TYPE faxgate_rate_limit_backend_up gauge
+faxgate_rate_limit_backend_up 1
+# HELP faxgate_rate_limit_fallback_total Rate-limit decisions made locally at rps / replicas_hint because Redis was unreachable or slow (rate_limit.backend: redis), by caller.
+# TYPE faxgate_rate_limit_fallback_total counter
+faxgate_rate_limit_fallback_total{caller="a"} 8
+`
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(golden),
+		"faxgate_rate_limit_backend_up", "faxgate_rate_limit_fallback_total"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(e.reg, "faxgate_rate_limit_backend_up", "faxgate_rate_limit_fallback_total"); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
+}
+
+// TestRedisMetricsAbsentUntilUsed: a local-backend gateway never shows
+// backend_up (a 0 would read as an outage); a Redis limiter shows its
+// callers' fallback counters at 0 from the start.
+func TestRedisMetricsAbsentUntilUsed(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "test")
+	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_backend_up", "faxgate_rate_limit_fallback_total"); err != nil || n != 0 {
+		t.Errorf("%d series before any Redis limiter (err %v), want 0", n, err)
+	}
+	policy.NewRedisRateLimiter(policy.RedisRateOptions{Metrics: m, Callers: callers(caller("a", 1, 1), caller("b", 1, 1))})
+	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_fallback_total"); err != nil || n != 2 {
+		t.Errorf("%d fallback series for 2 callers (err %v), want 2", n, err)
+	}
+}
+
+// TestRedisSlowRedisCostsAtMostTheTimeout: a Redis that accepts but never
+// answers delays one request by the timeout, then none for the cooldown.
+func TestRedisSlowRedisCostsAtMostTheTimeout(t *testing.T) {
+	r := redistest.Start(t)
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const timeout = 50 * time.Millisecond
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3,
+		Now: clock.Now, Timeout: timeout})
+	ctx := context.Background()
+	// A pooled connection and a cached script, as in steady traffic.
+	for i := 0; e.lim.Allow(ctx, "a").Limit != 6; i++ {
+		if i == 20 {
+			t.Fatal("no shared decision with Redis up")
+		}
+		clock.Advance(1100 * time.Millisecond)
+	}
+	e.logs.TakeAll()
+
+	if err := r.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Signal(syscall.SIGCONT) })
+	t0 := time.Now()
+	res := e.lim.Allow(ctx, "a")
+	// Well under the client's own 1s read timeout: the decision's deadline
+	// reaches the socket.
+	if d := time.Since(t0); d < timeout || d > timeout+400*time.Millisecond {
+		t.Errorf("decision with a hung Redis took %v, want the timeout %v (plus scheduling)", d, timeout)
+	}
+	if !res.Allowed || res.Limit != 2 {
+		t.Errorf("decision with a hung Redis: %+v, want a local one (limit 2)", res)
+	}
+	t0 = time.Now()
+	e.lim.Allow(ctx, "a")
+	if d := time.Since(t0); d > timeout/2 {
+		t.Errorf("decision within the cooldown took %v, want no wait for Redis", d)
+	}
+	if warn := e.logs.FilterLevelExact(zapcore.WarnLevel).All(); len(warn) != 1 || !strings.Contains(warn[0].Message, "too slow") {
+		t.Errorf("warnings = %v, want one saying Redis is unreachable or too slow", warn)
+	}
+
+	if err := r.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		clock.Advance(1100 * time.Millisecond)
+		if res := e.lim.Allow(ctx, "a"); res.Limit == 6 && e.backendUp(t) == 1 {
+			break
+		}
+		if i == 20 {
+			t.Fatal("not shared again after Redis resumed")
+		}
+	}
+}
+
+// TestRedisCanceledRequestIsNotAnOutage: a request whose client left ends
+// its Redis call; that says nothing about Redis.
+func TestRedisCanceledRequestIsNotAnOutage(t *testing.T) {
+	r := redistest.Start(t)
+	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6))})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.lim.Allow(ctx, "a")
+	if e.fallbacks("a") != 0 || len(e.logs.All()) != 0 {
+		t.Errorf("a canceled request counted as a fallback (%v) or logged %v", e.fallbacks("a"), e.logs.All())
+	}
+	if res := e.lim.Allow(context.Background(), "a"); res.Limit != 6 {
+		t.Errorf("next decision %+v, want a shared one", res)
+	}
+}
+
+// TestCompileRateLimitBackend: Compile picks the limiter of
+// rate_limit.backend, and refuses redis without a client.
+func TestCompileRateLimitBackend(t *testing.T) {
+	r := redistest.Start(t)
+	client := redisClient(t, r.Addr)
+	met := metrics.New(prometheus.NewRegistry(), "test")
+	for _, tc := range []struct {
+		backend string
+		opts    []policy.CompileOption
+		want    string // limiter type, or "error"
+	}{
+		{"local", nil, "*policy.LocalRateLimiter"},
+		{"local", []policy.CompileOption{policy.WithRedis(client, met, zap.NewNop())}, "*policy.LocalRateLimiter"},
+		{"redis", []policy.CompileOption{policy.WithRedis(client, met, zap.NewNop())}, "*policy.RedisRateLimiter"},
+		{"redis", nil, "error"},
+	} {
+		t.Run(fmt.Sprintf("%s/%d-options", tc.backend, len(tc.opts)), func(t *testing.T) {
+			cfg, err := config.Parse([]byte("upstream:\n  base_url: https://api.example.com\n  api_key_env: K\n"+
+				"callers:\n  list:\n    - name: a\n      cidrs: [\"10.0.0.0/8\"]\n      allow: [\"*\"]\n"+
+				"rate_limit:\n  backend: "+tc.backend+"\n"), func(string) (string, bool) { return "k", true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules, err := policy.Compile(cfg, time.Now, tc.opts...)
+			got := "error"
+			if err == nil {
+				got = fmt.Sprintf("%T", rules.Limiter)
+			}
+			if got != tc.want {
+				t.Errorf("limiter = %s (err %v), want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// --- Real gateways ---
+
+// rateLimitedFleetConfig identifies every local client as "svc".
+const rateLimitedFleetConfig = `
+callers:
+  list:
+    - name: svc
+      cidrs: ["127.0.0.0/8"]
+      allow: ["*"]
+      rate_limit: { rps: %v, burst: %d }
+rate_limit:
+  replicas_hint: %d
+log:
+  level: warn
+`
+
+// load sends rate requests per second, round-robin over gws, for d, and
+// checks every answer: 200 or 429 rate_limited, with the headers of
+// contract section 7.
+type load struct {
+	ok, limited atomic.Int64
+	// sent counts requests sent; a starved test machine sends fewer than asked.
+	sent int
+	// span is from the first request sent to the last answer.
+	span     time.Duration
+	mu       sync.Mutex
+	problems []string
+}
+
+func (l *load) problem(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.problems) < 10 {
+		l.problems = append(l.problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// limit, when not "", is the RateLimit-Limit every answer must carry.
+func drive(gws []*gatewaytest.Gateway, rate float64, d time.Duration, limit string) *load {
+	l := &load{}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	end := time.After(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; ; i++ {
+		select {
+		case <-end:
+			wg.Wait()
+			l.span = time.Since(start)
+			return l
+		case <-tick.C:
+		}
+		g := gws[i%len(gws)]
+		l.sent++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := g.Client.Post(g.URL+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				l.problem("%v", err)
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				l.problem("reading the body: %v", err)
+				return
+			}
+			body := string(b)
+			h := resp.Header
+			if limit != "" && h.Get("RateLimit-Limit") != limit {
+				l.problem("HTTP %d with RateLimit-Limit %q, want %s", resp.StatusCode, h.Get("RateLimit-Limit"), limit)
+			}
+			for _, k := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+				if _, err := strconv.Atoi(h.Get(k)); err != nil {
+					l.problem("HTTP %d without a numeric %s: %q", resp.StatusCode, k, h.Get(k))
+				}
+			}
+			switch resp.StatusCode {
+			case http.StatusOK:
+				l.ok.Add(1)
+			case http.StatusTooManyRequests:
+				l.limited.Add(1)
+				if !strings.Contains(body, `"error":"rate_limited"`) {
+					l.problem("429 body %q", body)
+				}
+				if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 {
+					l.problem("429 with Retry-After %q", h.Get("Retry-After"))
+				}
+				if h.Get("RateLimit-Remaining") != "0" {
+					l.problem("429 with RateLimit-Remaining %q", h.Get("RateLimit-Remaining"))
+				}
+			default:
+				l.problem("HTTP %d: %s", resp.StatusCode, body)
+			}
+		}()
+	}
+}
+
+func (l *load) check(t *testing.T) {
+	t.Helper()
+	if len(l.problems) > 0 {
+		t.Errorf("bad answers: %v", l.problems)
+	}
+}
+
+func newSim(t *testing.T) (*faxsim.Sim, *httptest.Server) {
+	sim := faxsim.New(faxsim.Options{APIKey: gatewaytest.Key})
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	return sim, up
+}
+
+// TestRedisFleetSharesOneLimit is the measurement of issue 4: three replicas,
+// one caller at three times its limit spread over them for 10s; the fleet
+// admits rps x 10s + burst within 5%, and the upstream sees exactly that.
+func TestRedisFleetSharesOneLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10s measurement")
+	}
+	r := redistest.Start(t)
+	sim, up := newSim(t)
+	const rps, burst = 20.0, 10
+	var gws []*gatewaytest.Gateway
+	for range 3 {
+		gws = append(gws, gatewaytest.Start(t, gatewaytest.Options{Sim: sim, Upstream: up,
+			Config: fmt.Sprintf(rateLimitedFleetConfig, rps, burst, 3), RateLimitRedisAddr: r.Addr,
+			RateLimitTimeout: 5 * time.Second}))
+	}
+	sim.Reset()
+
+	const d = 10 * time.Second
+	l := drive(gws, 3*rps, d, strconv.Itoa(burst))
+	l.check(t)
+	want := rps*d.Seconds() + burst
+	got := float64(l.ok.Load())
+	t.Logf("sent %d, admitted %v (expected rps x seconds + burst = %v, %+.1f%%), refused %d; upstream saw %d",
+		l.sent, got, want, 100*(got-want)/want, l.limited.Load(), sim.RouteCounts()["POST /v1/contacts/list"])
+	// Never more than the limit allows over the time the requests took.
+	if max := rps*l.span.Seconds() + burst + 1; got > max {
+		t.Errorf("admitted %v in %v, more than rps x time + burst + 1 = %v", got, l.span, max)
+	}
+	// A test machine starved by other work cannot send 3x the limit, nor
+	// answer within the 10s: the 5% are judged only when it could.
+	if l.sent >= int(0.95*3*rps*d.Seconds()) && l.span < d+time.Second {
+		if got < 0.95*want || got > 1.05*want {
+			t.Errorf("admitted %v, want %v within 5%%", got, want)
+		}
+	} else {
+		t.Logf("starved test machine (%d of %v requests sent, answers took %v): 5%% not judged", l.sent, 3*rps*d.Seconds(), l.span)
+	}
+	if n := sim.RouteCounts()["POST /v1/contacts/list"]; int64(n) != l.ok.Load() {
+		t.Errorf("upstream saw %d requests, the fleet admitted %d", n, l.ok.Load())
+	}
+	if n, decisions := scriptRuns(t, r.Client(t)), l.ok.Load()+l.limited.Load(); n != decisions {
+		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
+	}
+	var limited float64
+	for i, g := range gws {
+		if up := testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()); up != 1 {
+			t.Errorf("replica %d: backend_up %v, want 1", i, up)
+		}
+		if fb := testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")); fb != 0 {
+			t.Errorf("replica %d: %v fallbacks with Redis up", i, fb)
+		}
+		limited += testutil.ToFloat64(g.Metrics.RateLimited.WithLabelValues("svc"))
+	}
+	if limited != float64(l.limited.Load()) {
+		t.Errorf("faxgate_rate_limited_total sums to %v over the fleet, callers got %d 429s", limited, l.limited.Load())
+	}
+}
+
+// TestRedisGatewayOutage: Redis dies under traffic; the gateway keeps
+// answering (200 or 429, never 5xx) at rps / replicas_hint, counts the
+// fallback, and returns to the shared limit by itself once Redis is back.
+func TestRedisGatewayOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timed outage")
+	}
+	r := redistest.Start(t)
+	sim, up := newSim(t)
+	// Shared: 30 rps, burst 30. Local share with replicas_hint 3: 10 rps,
+	// burst 10 (a burst that absorbs a loaded machine's uneven arrivals).
+	const rps, burst, hint = 30.0, 30, 3
+	g := gatewaytest.Start(t, gatewaytest.Options{Sim: sim, Upstream: up,
+		Config: fmt.Sprintf(rateLimitedFleetConfig, rps, burst, hint), RateLimitRedisAddr: r.Addr,
+		RateLimitTimeout: 5 * time.Second})
+	gws := []*gatewaytest.Gateway{g}
+	backendUp := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()) }
+	fallbacks := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")) }
+
+	l := drive(gws, 2*rps, time.Second, "30")
+	l.check(t)
+	if backendUp() != 1 || fallbacks() != 0 {
+		t.Fatalf("with Redis up: backend_up %v, fallbacks %v; want 1, 0", backendUp(), fallbacks())
+	}
+
+	r.Kill()
+	const outage = 3 * time.Second
+	l = drive(gws, 2*rps, outage, "10")
+	l.check(t)
+	decisions := l.ok.Load() + l.limited.Load()
+	localMax := rps/hint*l.span.Seconds() + burst/hint + 1
+	t.Logf("outage: admitted %d of %d (local limit: %v + burst %d; shared would be %v), fallbacks %v",
+		l.ok.Load(), decisions, rps/hint*outage.Seconds(), burst/hint, rps*outage.Seconds()+burst, fallbacks())
+	starved := float64(l.sent) < 0.9*2*rps*outage.Seconds()
+	if got := float64(l.ok.Load()); got > localMax || !starved && got < 0.5*(rps/hint*outage.Seconds()+burst/hint) {
+		t.Errorf("admitted %v during the outage, want about %v (rps / replicas_hint)", got, rps/hint*outage.Seconds()+burst/hint)
+	}
+	if fb := fallbacks(); fb != float64(decisions) {
+		t.Errorf("fallbacks = %v for %d decisions during the outage", fb, decisions)
+	}
+	if backendUp() != 0 {
+		t.Errorf("backend_up = %v during the outage, want 0", backendUp())
+	}
+
+	r.Restart(t)
+	rc := r.Client(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for backendUp() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("backend_up did not return to 1 within 5s of Redis restarting")
+		}
+		drive(gws, 10, 200*time.Millisecond, "")
+	}
+	fb, runs := fallbacks(), scriptRuns(t, rc)
+	l = drive(gws, 2*rps, 2*time.Second, "30")
+	l.check(t)
+	decisions = l.ok.Load() + l.limited.Load()
+	t.Logf("after recovery: admitted %d of %d in 2s", l.ok.Load(), decisions)
+	starved = float64(l.sent) < 0.9*2*rps*2
+	if got := float64(l.ok.Load()); got > rps*l.span.Seconds()+burst+1 || !starved && got <= rps/hint*2.5+burst/hint {
+		t.Errorf("admitted %v in 2s after recovery, want the shared limit (about %v, more than local's %v)",
+			got, rps*2, rps/hint*2+burst/hint)
+	}
+	if fallbacks() != fb {
+		t.Errorf("%v more fallbacks after recovery", fallbacks()-fb)
+	}
+	if n := scriptRuns(t, rc) - runs; n != decisions {
+		t.Errorf("Redis ran the script %d times for %d decisions after recovery, want one each", n, decisions)
+	}
+	if n := len(g.LogLines("Redis unreachable or too slow: limiting locally at rps / replicas_hint")); n != 1 {
+		t.Errorf("%d outage warnings, want 1", n)
+	}
+}
+
+// scriptRuns is how many scripts Redis has run to completion: one per shared
+// decision.
+func scriptRuns(t *testing.T, rc redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, stats, _ := strings.Cut(line, ":")
+		if name != "cmdstat_evalsha" && name != "cmdstat_eval" {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			x, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				n += x
+			case "failed_calls": // NOSCRIPT, before EVAL
+				n -= x
+			}
+		}
+	}
+	return n
+}
+
+// --- Benchmarks ---
+
+// BenchmarkRedisRateLimiter measures one shared decision: a round trip to a
+// local Redis and the script. BenchmarkLocalRateLimiter is the baseline.
+func BenchmarkRedisRateLimiter(b *testing.B) {
+	r := redistest.Start(b)
+	cs := callers(caller("a", 1e6, 1e9)) // never denies
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newLimiter(b, r.Addr, policy.RedisRateOptions{KeyPrefix: "bench:", Callers: cs})
+			b.ReportAllocs()
+			if parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						e.lim.Allow(context.Background(), "a")
+					}
+				})
+			} else {
+				ctx := context.Background()
+				for b.Loop() {
+					e.lim.Allow(ctx, "a")
+				}
+			}
+			b.StopTimer()
+			if n := e.fallbacks("a"); n != 0 {
+				b.Fatalf("%v decisions were local, not shared: %v", n, e.logs.All())
+			}
+		})
+	}
+}
+
+func BenchmarkLocalRateLimiter(b *testing.B) {
+	lim := policy.NewLocalRateLimiter(callers(caller("a", 1e9, 1e9)), config.Limit{RPS: 1, Burst: 1}, time.Now)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		lim.Allow(ctx, "a")
+	}
+}
