@@ -69,7 +69,9 @@ func newRateLimiter(cfg *config.Config, now func() time.Time, opts []CompileOpti
 		return NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now), nil
 	}
 	if o.redis == nil {
-		return nil, errors.New("rate_limit.backend: redis needs a Redis client, and none was given")
+		// Only a reload that switches the backend gets here: faxgate serve
+		// connects to Redis at start when either user of it is configured.
+		return nil, errors.New(`rate_limit.backend: "redis" takes a restart: no Redis connection was opened at start`)
 	}
 	return NewRedisRateLimiter(RedisRateOptions{
 		Client:       o.redis,

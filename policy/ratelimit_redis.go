@@ -103,7 +103,7 @@ type RedisRateOptions struct {
 	// Timeout bounds one shared decision. Default DefaultRedisRateTimeout.
 	Timeout time.Duration
 	// Metrics receives faxgate_rate_limit_fallback_total and
-	// faxgate_rate_limit_backend_up. Default: a private, unexported set.
+	// faxgate_rate_limit_backend_up. Default: a registry nobody scrapes.
 	Metrics *metrics.Metrics
 	// Logger is the limiter's logger. Default: none.
 	Logger *zap.Logger
@@ -131,16 +131,16 @@ type RedisRateLimiter struct {
 	retryAt atomic.Int64
 
 	stateMu  sync.Mutex   // orders transitions, so the gauge and logs agree with state
-	state    atomic.Int32 // stateUnknown, stateShared or stateLocal
+	state    atomic.Int32 // stateShared or stateLocal; 0 before the first decision
 	lastWarn time.Time    // guarded by stateMu
 	warned   bool         // an outage was logged and its end not yet; guarded by stateMu
 }
 
 var _ RateLimiter = (*RedisRateLimiter)(nil)
 
+// Values of RedisRateLimiter.state; 0 is before the first decision.
 const (
-	stateUnknown int32 = iota
-	stateShared
+	stateShared int32 = iota + 1
 	stateLocal
 )
 
