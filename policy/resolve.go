@@ -1,6 +1,10 @@
 package policy
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/faxgate/faxgate/internal/ascii"
+)
 
 // Target is a resolved request-target.
 type Target struct {
@@ -64,7 +68,7 @@ func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
 
 	// p is now "/" followed by valid segments joined by single slashes.
 	first, rest, more := strings.Cut(p[1:], "/")
-	if !asciiEqualFold(first, "v1") {
+	if !ascii.EqualFold(first, "v1") {
 		return Target{}, unknownRoute("path is not under /v1/")
 	}
 	if more {
@@ -284,7 +288,7 @@ func unescapeLenient(s string) string {
 
 func containsFoldASCII(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if asciiEqualFold(s[i:i+len(sub)], sub) {
+		if ascii.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/faxgate/faxgate/internal/ascii"
 	"github.com/faxgate/faxgate/internal/config"
 )
 
@@ -148,7 +149,7 @@ func (t *Table) add(r config.Route, names map[string]bool, builtin bool) error {
 // (which would let the Kelvin sign match "k") never comes into play.
 func (n *node) child(seg string) *node {
 	for _, c := range n.fixed {
-		if len(c.name) == len(seg) && asciiEqualFold(c.name, seg) {
+		if len(c.name) == len(seg) && ascii.EqualFold(c.name, seg) {
 			return c
 		}
 	}
@@ -259,24 +260,3 @@ var segmentByte = func() (t [256]bool) {
 	t['_'], t['-'] = true, true
 	return t
 }()
-
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x != y {
-			if 'A' <= x && x <= 'Z' {
-				x += 'a' - 'A'
-			}
-			if 'A' <= y && y <= 'Z' {
-				y += 'a' - 'A'
-			}
-			if x != y {
-				return false
-			}
-		}
-	}
-	return true
-}

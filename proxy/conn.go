@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"strconv"
+
+	"github.com/faxgate/faxgate/internal/ascii"
 )
 
 // Go's HTTP/1 server quietly resolves the two framings request smugglers
@@ -251,11 +253,11 @@ func (c *framingConn) endHead(head []byte) {
 		}
 		name, value := ln[:colon], trimOWS(ln[colon+1:])
 		switch {
-		case asciiEqualFold(name, "Transfer-Encoding"):
+		case ascii.EqualFold(name, "Transfer-Encoding"):
 			teLines = append(teLines, name)
 			teValue = append([]byte(nil), value...) // a copy: folds append to it
 			last = teField
-		case asciiEqualFold(name, "Content-Length"):
+		case ascii.EqualFold(name, "Content-Length"):
 			clValues = append(clValues, append([]byte(nil), value...))
 			last = clField
 		}
@@ -272,7 +274,7 @@ func (c *framingConn) endHead(head []byte) {
 		c.state = stPassthrough // the server answers 400 and closes
 		return
 	}
-	chunked := len(teLines) == 1 && asciiEqualFold(bytes.TrimLeft(teValue, " \t"), "chunked")
+	chunked := len(teLines) == 1 && ascii.EqualFold(bytes.TrimLeft(teValue, " \t"), "chunked")
 	refuse := len(teLines) > 0 && (clSeen || !chunked)
 	if refuse {
 		for _, name := range teLines {
@@ -291,24 +293,3 @@ func (c *framingConn) endHead(head []byte) {
 
 // trimOWS trims what net/textproto trims around a field value.
 func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
-
-// asciiEqualFold is bytes.EqualFold without Unicode folding, under which
-// "Tranſfer-Encoding" (long s, 18 bytes) would match and be half renamed.
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(s) {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}

@@ -1,0 +1,26 @@
+// Package ascii has the byte-level comparisons that parsing untrusted HTTP
+// input needs, where Unicode-aware functions would be wrong.
+package ascii
+
+// EqualFold reports whether a and b are equal under ASCII case folding only.
+// strings.EqualFold and bytes.EqualFold also fold Unicode ("ſ" matches "s",
+// "K" (Kelvin) matches "k"), which would let a request smuggle a name the
+// gateway treats as one thing and the upstream as another.
+func EqualFold[A, B ~string | ~[]byte](a A, b B) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
