@@ -324,6 +324,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Fragment, out.URL.RawFragment = "", ""
 	out.Host = ""
 	stripRequestHeaders(out.Header, ex.rules.IdentityHeader)
+	// Request trailers carry nothing the upstream API uses, and would be
+	// headers no policy looked at.
+	out.Trailer = nil
 	out.Header["X-Request-Id"] = []string{ex.id}
 }
 

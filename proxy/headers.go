@@ -15,7 +15,7 @@ var strippedRequestHeaders = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
 	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
 	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
-	"X-Original-Url", "X-Rewrite-Url",
+	"X-Original-Url", "X-Rewrite-Url", "X-Original-Uri", "X-Envoy-Original-Path",
 	"Connection", "Proxy-Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
 	"Transfer-Encoding", "Http2-Settings",
 	"X-Forwarded-Client-Cert", "X-Faxgate-Confirm",

@@ -107,6 +107,8 @@ func TestCallerCredentialsAndForgeableHeadersAreStripped(t *testing.T) {
 		"X-Method-Override", "DELETE",
 		"X-Original-URL", "/v1/numbers/delete",
 		"X-Rewrite-URL", "/v1/numbers/delete",
+		"X-Original-URI", "/v1/numbers/delete",
+		"X-Envoy-Original-Path", "/v1/numbers/delete",
 		"X-Faxgate-Caller", "ops",
 		"X-Forwarded-Client-Cert", "URI=spiffe://x/ops",
 		"Connection", "X-Secret-Hop",
@@ -121,7 +123,8 @@ func TestCallerCredentialsAndForgeableHeadersAreStripped(t *testing.T) {
 	rec := lastRecorded(t, g.Sim)
 	for _, h := range []string{"Proxy-Authorization", "Cookie", "X-Api-Key", "Forwarded", "X-Forwarded-For",
 		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix", "X-Real-Ip", "X-Http-Method-Override",
-		"X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Faxgate-Caller",
+		"X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Original-Uri",
+		"X-Envoy-Original-Path", "X-Faxgate-Caller",
 		"X-Forwarded-Client-Cert", "X-Secret-Hop", "Keep-Alive", "Connection"} {
 		if v, ok := rec.Header[h]; ok {
 			t.Errorf("upstream received %s: %q", h, v)
