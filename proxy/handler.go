@@ -80,8 +80,10 @@ func (h *Handler) SetRules(r *policy.Rules) { h.rules.Store(r) }
 // exchange is one request's state, shared by the handler, the rewrite hook,
 // the transport and the error handler through the request context.
 type exchange struct {
+	w              responseWriter // embedded: one allocation per request, not two
 	start          time.Time
 	id             string
+	idHeader       []string
 	caller         string
 	route          string
 	method         string
@@ -114,13 +116,16 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	m.Inflight.Inc()
 	defer m.Inflight.Dec()
 	ex := &exchange{start: time.Now(), caller: "unidentified", route: "none", method: metrics.Method(r.Method)}
-	w := &responseWriter{ResponseWriter: rw, ex: ex}
+	w := &ex.w
+	w.ResponseWriter, w.ex = rw, ex
 	if id := r.Header.Get("X-Request-Id"); validRequestID(id) && !h.holdsToken(id) {
 		ex.id = id
 	} else {
 		ex.id = h.ids.next()
 	}
-	w.Header()["X-Request-Id"] = []string{ex.id}
+	// One read-only slice serves the response and the upstream request.
+	ex.idHeader = []string{ex.id}
+	w.Header()["X-Request-Id"] = ex.idHeader
 	defer h.finish(w, r, ex)
 
 	if ge := h.serve(w, r, ex); ge != nil {
@@ -327,7 +332,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	// Request trailers carry nothing the upstream API uses, and would be
 	// headers no policy looked at.
 	out.Trailer = nil
-	out.Header["X-Request-Id"] = []string{ex.id}
+	out.Header["X-Request-Id"] = ex.idHeader
 }
 
 func (h *Handler) modifyResponse(res *http.Response) error {

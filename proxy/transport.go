@@ -29,7 +29,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ex.fail = errTokenUnavailable
 		return nil, errNoToken
 	}
-	req.Header["Authorization"] = []string{tok.Header()}
+	req.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
@@ -71,7 +71,7 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 	// The first answer is dropped: drain a little so the connection can be reused.
 	_, _ = io.CopyN(io.Discard, first.Body, 4<<10)
 	first.Body.Close()
-	r2.Header["Authorization"] = []string{tok.Header()}
+	r2.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
 	t.metrics.Upstream401Retries.WithLabelValues(ex.route).Inc()
 	resp, err := t.next.RoundTrip(r2)

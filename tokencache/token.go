@@ -20,18 +20,25 @@ type Token struct {
 	// 401; such a token is not itself renewed because of a 401 while young.
 	By401 bool
 
-	// header is "Bearer <value>", built once so the hot path does not concatenate.
-	header string
+	// header is "Bearer <value>", built once so the hot path does not
+	// concatenate; headerVals holds it as a header value list.
+	header     string
+	headerVals []string
 }
 
 // NewToken builds a token valid from issued for lifetime.
 func NewToken(v Secret, issued time.Time, lifetime time.Duration, by401 bool) *Token {
-	return &Token{Value: v, Issued: issued, Expiry: issued.Add(lifetime), By401: by401, header: "Bearer " + v.Reveal()}
+	h := "Bearer " + v.Reveal()
+	return &Token{Value: v, Issued: issued, Expiry: issued.Add(lifetime), By401: by401, header: h, headerVals: []string{h}}
 }
 
 // Header returns the Authorization header value. It is a credential: callers
 // put it on the upstream request and nowhere else.
 func (t *Token) Header() string { return t.header }
+
+// HeaderValues is Header as an http.Header value list, shared by every
+// request: callers must not modify it (net/http only reads it).
+func (t *Token) HeaderValues() []string { return t.headerVals[:1:1] }
 
 // String renders the token without its value. With GoString and Format it
 // covers every fmt verb: fmt prints unexported fields, and header holds
