@@ -52,6 +52,13 @@ func CheckConfirm(rawQuery string, body []byte, header string) (numberID, orderI
 			return "", "", invalidRequest("body is not valid JSON")
 		}
 		key, _ := tok.(string) // object keys are always strings
+		// The API's keys are plain ASCII. Anything else may be read as
+		// number_id by an upstream runtime whose folding differs from Go's
+		// ("number_ıd" with a dotless i under Java's equalsIgnoreCase,
+		// "number_id\u0000" under a NUL-terminated decoder): refuse it.
+		if !printableASCII(key) {
+			return "", "", invalidRequest("body has a key that is not printable ASCII")
+		}
 		// Decoded keys are compared, so "number\u005fid" is number_id.
 		folded := foldKey(key)
 		if seen[folded] {
@@ -107,6 +114,16 @@ func jsonString(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// printableASCII reports whether s holds only visible ASCII (0x21-0x7E).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // foldKey maps s to a representative of its case-folding class: two keys

@@ -63,6 +63,11 @@ func TestCheckConfirm(t *testing.T) {
 		{name: "duplicate order_id", body: `{"number_id":"a","order_id":"o","ORDER_ID":"p"}`, header: "a", code: iR},
 		{name: "duplicate other key", body: `{"number_id":"a","x":1,"X":2}`, header: "a", code: iR},
 		{name: "duplicate Kelvin sign", body: `{"number_id":"a","k":1,"\u212a":2}`, header: "a", code: iR},
+		// Regression (review): keys other runtimes fold or truncate to number_id.
+		{name: "dotless i key", body: `{"number_id":"A","number_ıd":"B"}`, header: "A", code: iR},
+		{name: "dotted capital I key", body: `{"number_id":"A","NUMBER_İD":"B"}`, header: "A", code: iR},
+		{name: "NUL in key", body: `{"number_id":"A","number_id\u0000":"B"}`, header: "A", code: iR},
+		{name: "space in key", body: `{"number_id":"A","number_id ":"B"}`, header: "A", code: iR},
 		{name: "duplicate long s", body: `{"number_id":"a","s":1,"\u017f":2}`, header: "a", code: iR},
 		{name: "duplicate lone surrogates", body: `{"number_id":"a","x\ud800":1,"x\udc00":2}`, header: "a", code: iR},
 

@@ -40,6 +40,7 @@ type RateLimiter interface {
 type CompileOption func(*compileOptions)
 
 type compileOptions struct {
+	prev    *Rules
 	redis   redis.UniversalClient
 	metrics *metrics.Metrics
 	log     *zap.Logger
@@ -66,7 +67,13 @@ func newRateLimiter(cfg *config.Config, now func() time.Time, opts []CompileOpti
 		opt(&o)
 	}
 	if cfg.RateLimit.Backend != "redis" {
-		return NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now), nil
+		l := NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now)
+		if o.prev != nil {
+			if prev, ok := o.prev.Limiter.(*LocalRateLimiter); ok {
+				l.inherit(prev)
+			}
+		}
+		return l, nil
 	}
 	if o.redis == nil {
 		// Only a reload that switches the backend gets here: faxgate serve
@@ -111,6 +118,28 @@ func NewLocalRateLimiter(callers []config.Caller, def config.Limit, now func() t
 		l.buckets[c.Name] = rate.NewLimiter(rate.Limit(lim.RPS), lim.Burst)
 	}
 	return l
+}
+
+// inherit takes over prev's bucket for every caller that keeps its name, so
+// a reload neither refills nor empties anyone's burst; a changed limit
+// applies from now on.
+func (l *LocalRateLimiter) inherit(prev *LocalRateLimiter) {
+	now := l.now()
+	for name, b := range l.buckets {
+		old := prev.buckets[name]
+		if old == nil {
+			continue
+		}
+		old.SetLimitAt(now, b.Limit())
+		old.SetBurstAt(now, b.Burst())
+		l.buckets[name] = old
+	}
+}
+
+// WithPrevious makes Compile carry rate-limit state over from the rules in
+// force (a reload).
+func WithPrevious(prev *Rules) CompileOption {
+	return func(o *compileOptions) { o.prev = prev }
 }
 
 // Allow implements RateLimiter; it never blocks, so ctx is unused.

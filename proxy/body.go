@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 )
 
@@ -28,6 +26,8 @@ type requestBody struct {
 	n       int64
 	err     *gatewayError // why reading stopped, if the gateway stopped it
 	cleared bool
+	// hardDeadline, when set, bounds the whole read however steadily it trickles.
+	hardDeadline time.Time
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -35,7 +35,11 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if b.timeout > 0 {
-		_ = b.ctl.SetReadDeadline(time.Now().Add(b.timeout))
+		d := time.Now().Add(b.timeout)
+		if !b.hardDeadline.IsZero() && b.hardDeadline.Before(d) {
+			d = b.hardDeadline
+		}
+		_ = b.ctl.SetReadDeadline(d)
 	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
@@ -75,62 +79,6 @@ func classifyBodyError(err error) *gatewayError {
 		return errBodyTooLarge
 	}
 	return errBodyRead
-}
-
-// bufferedBody is a fully read body that can be replayed (GetBody). Its
-// buffer returns to the pool only after the transport has closed it, so a
-// transport still writing it can never see the buffer reused.
-type bufferedBody struct {
-	*bytes.Reader
-	buf    *bytes.Buffer
-	pool   *sync.Pool
-	mu     sync.Mutex
-	open   int // readers handed out and not closed
-	done   bool
-	reused bool
-}
-
-func (bb *bufferedBody) reader() io.ReadCloser {
-	bb.mu.Lock()
-	bb.open++
-	bb.mu.Unlock()
-	return &bufferedReader{Reader: bytes.NewReader(bb.buf.Bytes()), bb: bb}
-}
-
-type bufferedReader struct {
-	*bytes.Reader
-	bb     *bufferedBody
-	closed bool
-}
-
-func (r *bufferedReader) Close() error {
-	if !r.closed {
-		r.closed = true
-		r.bb.mu.Lock()
-		r.bb.open--
-		r.bb.maybeRelease()
-		r.bb.mu.Unlock()
-	}
-	return nil
-}
-
-// release is called when the request is over; the buffer goes back to the
-// pool as soon as no reader is open.
-func (bb *bufferedBody) release() {
-	bb.mu.Lock()
-	bb.done = true
-	bb.maybeRelease()
-	bb.mu.Unlock()
-}
-
-func (bb *bufferedBody) maybeRelease() {
-	if bb.done && bb.open == 0 && !bb.reused {
-		bb.reused = true
-		if bb.buf.Cap() <= 2*retryBufferMax {
-			bb.buf.Reset()
-			bb.pool.Put(bb.buf)
-		}
-	}
 }
 
 // multiReadCloser streams a prefix already read, then the rest of the body.

@@ -265,3 +265,39 @@ func TestSmugglingFramingIsRefusedOverRawTCP(t *testing.T) {
 		t.Fatalf("chunked + pipelined: %q", out)
 	}
 }
+
+// Regression (review): a body trickled just under the read timeout could hold
+// a goroutine and a buffer indefinitely; buffering now has an overall bound.
+func TestSteadilyTricklingBodyIsCutOffAtTheUpstreamTimeout(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "server:\n  read_timeout: 400ms\n",
+		UpstreamTimeout: time.Second})
+	c, err := net.Dial("tcp", g.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"))
+	start := time.Now()
+	done := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = out.ReadFrom(c)
+		done <- out.String()
+	}()
+	for i := 0; i < 40; i++ { // one byte every 200ms: never a 400ms pause
+		select {
+		case out := <-done:
+			if !strings.HasPrefix(out, "HTTP/1.1 408 ") {
+				t.Fatalf("answer = %q, want 408", out)
+			}
+			if d := time.Since(start); d > 2500*time.Millisecond {
+				t.Fatalf("cut off after %v, want about the 1s upstream timeout", d)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+			_, _ = c.Write([]byte(" "))
+		}
+	}
+	t.Fatal("the trickling body was never cut off")
+}

@@ -13,7 +13,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +48,6 @@ type Handler struct {
 	log      *zap.Logger
 	audit    *zap.Logger
 	basePath string
-	bufs     sync.Pool
 }
 
 // New builds the handler.
@@ -61,7 +59,6 @@ func New(o Options) *Handler {
 		audit:    o.Logger.Named("audit"),
 		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
 	}
-	h.bufs.New = func() any { return new(bytes.Buffer) }
 	h.rules.Store(o.Rules)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
@@ -73,6 +70,9 @@ func New(o Options) *Handler {
 	}
 	return h
 }
+
+// Rules returns the rules in force.
+func (h *Handler) Rules() *policy.Rules { return h.rules.Load() }
 
 // SetRules replaces the rules for every request that starts afterwards.
 func (h *Handler) SetRules(r *policy.Rules) { h.rules.Store(r) }
@@ -92,7 +92,7 @@ type exchange struct {
 	code           string // contract error code when the gateway answered
 	upstreamStatus int
 	body           requestBody
-	buffered       *bufferedBody
+	buffered       []byte            // the whole body, when small enough to resend after a 401
 	fail           *gatewayError     // set by the transport or body reader
 	tok            *tokencache.Token // the token sent upstream, once the transport ran
 	deadline       context.Context
@@ -249,7 +249,7 @@ func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewa
 func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 	var body []byte
 	if ex.buffered != nil {
-		body = ex.buffered.buf.Bytes()
+		body = ex.buffered
 	} else if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// Over the replay buffer: far larger than any delete body.
 		return &gatewayError{http.StatusRequestEntityTooLarge, "body_too_large", "a confirmed route's body must be at most 1 MiB"}
@@ -286,11 +286,19 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		r.Body = &ex.body
 		return nil
 	}
-	buf := h.bufs.Get().(*bytes.Buffer)
+	// Buffering has an overall deadline too, so a body trickled in just under
+	// the read timeout cannot hold a goroutine and a buffer indefinitely.
+	ex.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
+	// A fresh buffer per request: the transport may read it after the
+	// handler returns (a resend's body), so it is never handed to another.
+	size := retryBufferMax + 1
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // +1 to see the EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
 	_, err := buf.ReadFrom(io.LimitReader(&ex.body, retryBufferMax+1))
+	ex.body.hardDeadline = time.Time{}
 	if err != nil {
-		buf.Reset()
-		h.bufs.Put(buf)
 		if ex.body.err != nil {
 			w.Header().Set("Connection", "close")
 			return ex.body.err
@@ -299,17 +307,14 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	}
 	if buf.Len() > retryBufferMax {
 		// Unknown length and over the buffer: stream what was read, then the rest.
-		prefix := append([]byte(nil), buf.Bytes()...)
-		buf.Reset()
-		h.bufs.Put(buf)
-		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(prefix), &ex.body), c: &ex.body}
+		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), &ex.body), c: &ex.body}
 		return nil
 	}
-	ex.buffered = &bufferedBody{buf: buf, pool: &h.bufs}
-	r.Body = ex.buffered.reader()
-	r.ContentLength = int64(buf.Len())
+	ex.buffered = buf.Bytes()
+	r.ContentLength = int64(len(ex.buffered))
 	r.TransferEncoding = nil
-	r.GetBody = func() (io.ReadCloser, error) { return ex.buffered.reader(), nil }
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(ex.buffered)), nil }
+	r.Body, _ = r.GetBody()
 	if r.ContentLength == 0 {
 		r.Body = http.NoBody
 	}
@@ -390,9 +395,6 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	m := h.opts.Metrics
 	m.Requests.WithLabelValues(ex.caller, ex.route, ex.method, metrics.Code(status)).Inc()
 	m.RequestDuration.WithLabelValues(ex.caller, ex.route).Observe(elapsed.Seconds())
-	if ex.buffered != nil {
-		ex.buffered.release()
-	}
 	bytesIn := ex.body.n
 	if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
 		ce.Write(

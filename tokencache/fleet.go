@@ -170,6 +170,11 @@ func (m *Manager) adoptable(tok, rejected *Token) bool {
 	if rejected != nil && tok.Value.Equal(rejected.Value) {
 		return false
 	}
+	// A 401 may arrive while a scheduled renewal is already under way: the
+	// rejected token must not come back from the store either way.
+	if m.rejected != nil && tok.Value.Equal(m.rejected.Value) {
+		return false
+	}
 	if cur := m.cur.Load(); cur != nil && !tok.Expiry.After(cur.Expiry) {
 		return false
 	}
@@ -220,15 +225,15 @@ func (m *Manager) writeBack(ctx context.Context) {
 		return
 	}
 	_, err := m.opts.Shared.Save(ctx, tok)
+	if err != nil {
+		m.storeErr("save", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil {
 		m.fleet.syncFailures++
 		d := min(time.Second<<min(m.fleet.syncFailures, 5), 30*time.Second)
 		m.fleet.syncAt = m.opts.Clock.Now().Add(d)
-		m.mu.Unlock()
-		m.storeErr("save", err)
-		m.mu.Lock()
 		return
 	}
 	if m.unsynced == tok {

@@ -293,6 +293,13 @@ func (m *Manager) renew(ctx context.Context) error {
 		}
 	}
 
+	if err == nil && !tok.Valid(m.opts.Clock.Now()) {
+		// A token that is already unusable (an expires_in shorter than the
+		// round trip) is a failure: installing it would renew again at once,
+		// in a loop that sends the key upstream as fast as it can.
+		err = errors.New("the token endpoint issued a token that expired before it could be used")
+	}
+
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fetching = false

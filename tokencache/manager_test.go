@@ -342,3 +342,38 @@ func TestFetcherPanicDoesNotKillTheLoop(t *testing.T) {
 		t.Fatalf("calls = %d, want 2 (loop retried after the panic)", pf.calls.Load())
 	}
 }
+
+// expiredFetcher issues tokens that are already past their expiry margin.
+type expiredFetcher struct {
+	clock *clocktest.Fake
+	calls atomic.Int64
+}
+
+func (e *expiredFetcher) Fetch(context.Context) (*tokencache.Token, error) {
+	e.calls.Add(1)
+	return tokencache.NewToken(tokencache.NewSecret("short"), e.clock.Now().Add(-2*time.Second), time.Second, false), nil
+}
+
+// Regression: an already-expired token was installed as a success, and the
+// loop renewed again at once, hundreds of thousands of times a second.
+func TestAlreadyExpiredTokenBacksOffInsteadOfSpinning(t *testing.T) {
+	clock := clocktest.New(t0)
+	f := &expiredFetcher{clock: clock}
+	met := metrics.New(prometheus.NewRegistry(), "t")
+	m := tokencache.NewManager(tokencache.Options{Fetcher: f, Clock: clock, RefreshBefore: time.Hour,
+		RetryMin: time.Second, RetryMax: time.Minute, Metrics: met, Jitter: func() float64 { return 0 }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("the loop never backed off")
+	}
+	time.Sleep(50 * time.Millisecond) // a spinning loop would make thousands of calls meanwhile
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("token calls = %d without the clock moving, want 1", n)
+	}
+	if got := testutil.ToFloat64(met.TokenRefresh.WithLabelValues("error")); got != 1 {
+		t.Fatalf("refresh errors = %v, want 1", got)
+	}
+}

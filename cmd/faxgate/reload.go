@@ -29,7 +29,7 @@ type reloader struct {
 	path    string
 	getenv  func(string) (string, bool)
 	running *config.Config // what is applied now
-	compile func(*config.Config) (*policy.Rules, error)
+	compile func(cfg *config.Config, prev *policy.Rules) (*policy.Rules, error)
 	handler *proxy.Handler
 	level   zap.AtomicLevel
 	met     *metrics.Metrics
@@ -72,7 +72,7 @@ func (rl *reloader) reload(trigger string) {
 	cfg, err := config.Load(rl.path, rl.getenv)
 	if err == nil {
 		var rules *policy.Rules
-		if rules, err = rl.compile(cfg); err == nil {
+		if rules, err = rl.compile(cfg, rl.handler.Rules()); err == nil {
 			rl.apply(cfg, rules, trigger)
 			return
 		}

@@ -91,8 +91,10 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 		Metrics:       met,
 		Logger:        log.Named("token"),
 	})
-	compile := func(c *config.Config) (*policy.Rules, error) { return policy.Compile(c, time.Now, compileOpts...) }
-	rules, err := compile(cfg)
+	compile := func(c *config.Config, prev *policy.Rules) (*policy.Rules, error) {
+		return policy.Compile(c, time.Now, append(compileOpts, policy.WithPrevious(prev))...)
+	}
+	rules, err := compile(cfg, nil)
 	if err != nil {
 		return err
 	}
