@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +251,46 @@ func TestLeaseHolderCrashCausesNoGap(t *testing.T) {
 	if busy == 0 {
 		t.Fatal("no replica found the lease busy: the test did not exercise the crash")
 	}
+}
+
+// TestHotPathNeverWaitsOnRedis: Redis stops answering (SIGSTOP: connections
+// hang, nothing is refused) across a renewal. Requests with a valid local
+// token keep completing in milliseconds, and the renewal falls back to the
+// token endpoint.
+func TestHotPathNeverWaitsOnRedis(t *testing.T) {
+	r := redistest.Start(t)
+	const ttl = 3 * time.Second
+	f := startFleet(t, 2, ttl, r.Addr)
+	if err := r.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Signal(syscall.SIGCONT) })
+	stalled := time.Now()
+	client := &http.Client{Timeout: 10 * time.Second}
+	var slowest time.Duration
+	n := 0
+	for time.Since(stalled) < 4*time.Second { // crosses the renewal at about 2.4s
+		start := time.Now()
+		resp, err := client.Post(f.gws[n%2].URL+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d during the stall: HTTP %d", n, resp.StatusCode)
+		}
+		slowest = max(slowest, time.Since(start))
+		n++
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = r.Signal(syscall.SIGCONT)
+	// The renewal waits for Redis for at most its operation timeout (500ms
+	// in tests) before renewing directly, and that happens off the hot path.
+	if slowest > 250*time.Millisecond {
+		t.Fatalf("slowest request while Redis hung: %v over %d requests", slowest, n)
+	}
+	if f.sim.AuthCalls() < 2 {
+		t.Fatal("no renewal happened during the stall: the test did not cross one")
+	}
+	t.Logf("%d requests while Redis hung, slowest %v, %d auth calls", n, slowest, f.sim.AuthCalls())
 }
