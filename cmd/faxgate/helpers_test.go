@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/gatewaytest"
 )
 
 // testKey is the API secret of the test upstreams; no output may hold it.
@@ -33,22 +32,7 @@ func TestMain(m *testing.M) {
 }
 
 // syncBuffer is an io.Writer safe for the gateway's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = gatewaytest.SyncBuffer
 
 // mapEnv is an env.getenv over a fixed map.
 func mapEnv(m map[string]string) func(string) (string, bool) {

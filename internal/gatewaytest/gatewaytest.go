@@ -82,7 +82,7 @@ type Gateway struct {
 	Config   *config.Config
 	// Client talks to this gateway only; its connections close with the test.
 	Client *http.Client
-	logs   *syncBuffer
+	logs   *SyncBuffer
 }
 
 // Start builds and starts a gateway; everything stops at the end of the test.
@@ -129,7 +129,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		cfg.RateLimit.Backend = "redis"
 	}
 
-	logs := &syncBuffer{}
+	logs := &SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("gateway logs:\n%s", logs.String())
@@ -295,18 +295,22 @@ func Envelope(t testing.TB, body string) (status int, message, code string) {
 	return e.Status, e.Message, e.Error
 }
 
-type syncBuffer struct {
+// SyncBuffer is an io.Writer that the gateway's goroutines and a test can
+// use at once (captured logs, stderr).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
