@@ -60,8 +60,8 @@ var (
 		"the upstream did not answer within upstream.timeout"}
 	errUnidentified = &gatewayError{http.StatusForbidden, "unidentified_caller",
 		"caller not identified: no mTLS identity, trusted identity header or source address matched"}
-	errNotForwardable = &gatewayError{http.StatusBadRequest, "invalid_request",
-		"protocol upgrades are not forwarded"}
+	errNotForwardable = &gatewayError{http.StatusBadGateway, "upstream_unavailable",
+		"the upstream switched protocols, which the gateway does not forward"}
 )
 
 func forbidden(caller, route string) *gatewayError {

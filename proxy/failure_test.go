@@ -200,12 +200,23 @@ func TestMethodsOutsideTheContractAre405(t *testing.T) {
 	}
 }
 
-func TestUpgradeIsNeverForwarded(t *testing.T) {
+func TestUpgradeIsRemovedNeverSwitched(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
-	resp, body := g.Do(t, "GET", "/v1/esign_templates", "", "Connection", "Upgrade", "Upgrade", "websocket")
-	wantEnvelope(t, resp, body, 400, "invalid_request")
-	if n := g.Sim.RouteCounts()["GET /v1/esign_templates"]; n != 0 {
-		t.Fatal("an upgrade request reached the upstream")
+	for _, hdr := range [][]string{
+		{"Connection", "Upgrade", "Upgrade", "websocket"},
+		// What curl --http2 sends on a plain http:// URL.
+		{"Connection", "Upgrade, HTTP2-Settings", "Upgrade", "h2c", "HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"},
+	} {
+		resp, body := g.Do(t, "GET", "/v1/esign_templates", "", hdr...)
+		if resp.StatusCode != 200 || resp.Header.Get("Upgrade") != "" {
+			t.Fatalf("%v: %d %v %s, want a plain 200", hdr, resp.StatusCode, resp.Header, body)
+		}
+		rec := lastRecorded(t, g.Sim)
+		for _, h := range []string{"Upgrade", "Connection", "Http2-Settings"} {
+			if v, ok := rec.Header[h]; ok {
+				t.Fatalf("upstream received %s: %q", h, v)
+			}
+		}
 	}
 }
 

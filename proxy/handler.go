@@ -169,9 +169,10 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	if !tgt.MethodOK {
 		return routeMethod(tgt.Route)
 	}
-	if h.upgradeRequested(r) {
-		return errNotForwardable
-	}
+	// No protocol switch passes the gateway (contract section 5): Upgrade is
+	// removed, so ReverseProxy never attempts one and the request is served
+	// as the plain HTTP it also is (curl --http2 offers h2c on every request).
+	delete(r.Header, "Upgrade")
 	if rules.Limiter != nil {
 		res := rules.Limiter.Allow(r.Context(), name)
 		setRateLimitHeaders(w.Header(), res)
@@ -218,13 +219,6 @@ var doneCtx = func() context.Context {
 func (h *Handler) holdsToken(s string) bool {
 	tok, err := h.opts.Tokens.Token(doneCtx)
 	return err == nil && tok.Value.Reveal() != "" && strings.Contains(s, tok.Value.Reveal())
-}
-
-// upgradeRequested reports a protocol switch attempt: no protocol switch
-// passes the gateway (contract section 5).
-func (h *Handler) upgradeRequested(r *http.Request) bool {
-	_, ok := r.Header["Upgrade"]
-	return ok
 }
 
 // auth answers POST /v1/auth for a caller: it is never forwarded.
