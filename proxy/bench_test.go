@@ -48,6 +48,7 @@ type fixedToken struct{ t *tokencache.Token }
 
 func (f fixedToken) Token(context.Context) (*tokencache.Token, error) { return f.t, nil }
 func (f fixedToken) Invalidate(*tokencache.Token) bool                { return false }
+func (f fixedToken) Current() *tokencache.Token                       { return f.t }
 
 func benchTransport(b *testing.B) *http.Transport {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}

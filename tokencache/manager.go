@@ -22,6 +22,9 @@ type Source interface {
 	// Invalidate reports that the upstream rejected t with 401. It returns
 	// whether resending the request with a fresh token is worthwhile.
 	Invalidate(t *Token) bool
+	// Current returns the token held now, valid or not, or nil; it never
+	// waits and never triggers a renewal.
+	Current() *Token
 }
 
 // Options configures a Manager.
@@ -119,6 +122,9 @@ func (m *Manager) wait(ctx context.Context) (*Token, error) {
 		}
 	}
 }
+
+// Current implements Source.
+func (m *Manager) Current() *Token { return m.cur.Load() }
 
 // Invalidate implements Source.
 func (m *Manager) Invalidate(t *Token) bool {

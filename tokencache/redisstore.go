@@ -74,6 +74,10 @@ type RedisOptions struct {
 	// behind Updates (a *StoreError with Op "subscribe"), which has no caller
 	// to return them to. It is called from that goroutine and must not block.
 	OnError func(error)
+	// SubscriptionIdle is how long a quiet update subscription waits before
+	// checking its connection with PING; a PING unanswered for as long again
+	// means the connection is dead. Default DefaultSubscriptionIdle.
+	SubscriptionIdle time.Duration
 }
 
 // RedisStore shares one token between replicas through Redis.
@@ -84,6 +88,7 @@ type RedisStore struct {
 	clock   Clock
 	timeout time.Duration
 	onError func(error)
+	subIdle time.Duration
 
 	acct atomic.Pointer[account] // keys of the most recent secret
 }
@@ -104,6 +109,9 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = DefaultOpTimeout
 	}
+	if o.SubscriptionIdle <= 0 {
+		o.SubscriptionIdle = DefaultSubscriptionIdle
+	}
 	return &RedisStore{
 		client:  o.Client,
 		prefix:  o.KeyPrefix,
@@ -111,6 +119,7 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 		clock:   o.Clock,
 		timeout: o.OpTimeout,
 		onError: o.OnError,
+		subIdle: o.SubscriptionIdle,
 	}
 }
 

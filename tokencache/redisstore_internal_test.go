@@ -16,15 +16,14 @@ import (
 // answering (SIGSTOP: the connection stays open) is replaced, then signals
 // once it is subscribed again.
 func TestUpdatesHealthCheck(t *testing.T) {
-	defer func(d time.Duration) { subIdle = d }(subIdle)
-	subIdle = 150 * time.Millisecond
-
+	const idle = 150 * time.Millisecond
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
 	var mu sync.Mutex
 	var errs []string
 	st := NewRedisStore(RedisOptions{
 		Client: raw, KeyPrefix: "faxgate:", Key: StaticKey(NewSecret("health-key")), OpTimeout: 300 * time.Millisecond,
+		SubscriptionIdle: idle,
 		OnError: func(err error) {
 			mu.Lock()
 			errs = append(errs, OpOf(err)+": "+err.Error())
@@ -48,7 +47,7 @@ func TestUpdatesHealthCheck(t *testing.T) {
 	}()
 
 	// Idle for several PING rounds: PONGs are understood, nothing is an error.
-	time.Sleep(6 * subIdle)
+	time.Sleep(6 * idle)
 	if n := errCount(); n != 0 {
 		t.Fatalf("healthy idle subscription reported %d errors: %q", n, errs)
 	}

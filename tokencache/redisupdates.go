@@ -14,10 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// subIdle is how long a quiet subscription waits before checking its
-// connection with PING; a PING unanswered for as long again means the
-// connection is dead. A variable so that tests can shorten it.
-var subIdle = 10 * time.Second
+// DefaultSubscriptionIdle is RedisOptions.SubscriptionIdle when unset.
+const DefaultSubscriptionIdle = 10 * time.Second
 
 // The bounds of the pause between attempts to resubscribe while Redis is
 // unreachable.
@@ -76,7 +74,7 @@ func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool)
 		backoff = min(2*backoff, subBackoffMax)
 	}
 	for ctx.Err() == nil {
-		msg, err := sub.ps().ReceiveTimeout(ctx, subIdle)
+		msg, err := sub.ps().ReceiveTimeout(ctx, s.subIdle)
 		if ctx.Err() != nil {
 			return
 		}
