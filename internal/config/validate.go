@@ -283,6 +283,10 @@ func (v *validator) validateRedis(r Redis) {
 	v.envName("redis.password_env", r.PasswordEnv)
 	if r.DB < 0 {
 		v.add("redis.db", "must not be negative, got %s", v.qint("redis.db", int64(r.DB)))
+	} else if r.DB != 0 && len(r.Addrs) > 1 && r.MasterName == "" {
+		// Several addresses without master_name is Redis Cluster, which has
+		// only database 0: the setting would be silently ignored.
+		v.add("redis.db", "Redis Cluster (several addrs, no master_name) has only database 0, got %s", v.qint("redis.db", int64(r.DB)))
 	}
 	if r.KeyPrefix == "" {
 		v.add("redis.key_prefix", "must not be empty")
