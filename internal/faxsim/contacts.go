@@ -204,13 +204,8 @@ func (s *Sim) handleContactDetails(w http.ResponseWriter, c *call) {
 	if !ok {
 		return
 	}
-	id, p := obj.str("id")
-	switch p {
-	case absent:
-		writeFailure(w, http.StatusUnprocessableEntity, msgRequired("id"))
-		return
-	case wrongType:
-		writeFailure(w, http.StatusUnprocessableEntity, msgString("id"))
+	id, ok := requiredStr(w, obj, "id")
+	if !ok {
 		return
 	}
 	s.mu.Lock()

@@ -25,17 +25,13 @@ func (s *Sim) handleFaxSend(w http.ResponseWriter, c *call) {
 	if !ok {
 		return
 	}
-	for _, name := range []string{"to_number", "file_data"} {
-		switch _, p := obj.str(name); p {
-		case absent:
-			writeFailure(w, http.StatusUnprocessableEntity, msgRequired(name))
-			return
-		case wrongType:
-			writeFailure(w, http.StatusUnprocessableEntity, msgString(name))
-			return
-		}
+	if _, ok := requiredStr(w, obj, "to_number"); !ok {
+		return
 	}
-	data, _ := obj.str("file_data")
+	data, ok := requiredStr(w, obj, "file_data")
+	if !ok {
+		return
+	}
 	if _, err := base64.StdEncoding.DecodeString(data); err != nil {
 		writeFailure(w, http.StatusUnprocessableEntity, msgFileDataB64)
 		return
@@ -51,13 +47,8 @@ func (s *Sim) handleFaxDelete(w http.ResponseWriter, c *call) {
 	if !ok {
 		return
 	}
-	id, p := obj.str("job_id")
-	switch p {
-	case absent:
-		writeFailure(w, http.StatusUnprocessableEntity, msgRequired("job_id"))
-		return
-	case wrongType:
-		writeFailure(w, http.StatusUnprocessableEntity, msgString("job_id"))
+	id, ok := requiredStr(w, obj, "job_id")
+	if !ok {
 		return
 	}
 	writeOK(w, msgFaxDeleted, faxJob{JobID: id})

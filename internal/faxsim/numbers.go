@@ -47,13 +47,9 @@ func (s *Sim) OwnedNumbers() []OwnedNumber {
 // countryCode validates country_code the way both number endpoints need it:
 // required, two letters. It answers the request itself on failure.
 func countryCode(w http.ResponseWriter, obj object) (string, bool) {
-	cc, p := obj.str("country_code")
+	cc, ok := requiredStr(w, obj, "country_code")
 	switch {
-	case p == absent:
-		writeFailure(w, http.StatusUnprocessableEntity, msgRequired("country_code"))
-		return "", false
-	case p == wrongType:
-		writeFailure(w, http.StatusUnprocessableEntity, msgString("country_code"))
+	case !ok:
 		return "", false
 	case len(cc) != 2:
 		writeFailure(w, http.StatusUnprocessableEntity, msgCountryCodeSize)
@@ -148,13 +144,9 @@ func (s *Sim) handleAvailableList(w http.ResponseWriter, c *call) {
 	if !ok {
 		return
 	}
-	code, p := obj.str("code")
+	code, ok := requiredStr(w, obj, "code")
 	switch {
-	case p == absent:
-		writeFailure(w, http.StatusUnprocessableEntity, msgRequired("code"))
-		return
-	case p == wrongType:
-		writeFailure(w, http.StatusUnprocessableEntity, msgString("code"))
+	case !ok:
 		return
 	case digits(code) != code:
 		// "+1" or "1-415" is a calling prefix or formatting, not an area code.
@@ -180,13 +172,8 @@ func (s *Sim) handleNumberDelete(w http.ResponseWriter, c *call) {
 	}
 	ids := [2]string{}
 	for i, name := range []string{"number_id", "order_id"} {
-		v, p := obj.str(name)
-		switch p {
-		case absent:
-			writeFailure(w, http.StatusUnprocessableEntity, msgRequired(name))
-			return
-		case wrongType:
-			writeFailure(w, http.StatusUnprocessableEntity, msgString(name))
+		v, ok := requiredStr(w, obj, name)
+		if !ok {
 			return
 		}
 		ids[i] = v

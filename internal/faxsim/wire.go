@@ -164,6 +164,21 @@ func words(name string) string { return strings.ReplaceAll(name, "_", " ") }
 
 // msgRequired follows the documented pattern: the field name in words, then
 // "field is required".
+// requiredStr returns the string field name, or answers 422 with the
+// upstream's validation message when it is missing or not a string.
+func requiredStr(w http.ResponseWriter, obj object, name string) (string, bool) {
+	v, p := obj.str(name)
+	switch p {
+	case absent:
+		writeFailure(w, http.StatusUnprocessableEntity, msgRequired(name))
+		return "", false
+	case wrongType:
+		writeFailure(w, http.StatusUnprocessableEntity, msgString(name))
+		return "", false
+	}
+	return v, true
+}
+
 func msgRequired(name string) string { return "The " + words(name) + " field is required." }
 
 func msgString(name string) string { return "The " + words(name) + " must be a string." }
