@@ -859,7 +859,7 @@ func TestRedisStoreThroughSentinel(t *testing.T) {
 
 // TestRedisStoreCluster proves the hash-tag layout: the Lua scripts touch one
 // key each, but token and lease must share a slot for operators' tooling and
-// future multi-key scripts. Optional: skipped without redis-cli, even in CI.
+// future multi-key scripts. Needs redis-cli (fails without it when CI=true).
 func TestRedisStoreCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	ctx := rsCtx(t)

@@ -166,7 +166,7 @@ func lookPath(t testing.TB, name string) string {
 	if err == nil {
 		return bin
 	}
-	msg := fmt.Sprintf("redistest: %s not found: install it (apt-get install redis-server); CI fails instead of skipping", name)
+	msg := fmt.Sprintf("redistest: %s not found: install it (apt-get install redis-server redis-tools); CI fails instead of skipping", name)
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}
