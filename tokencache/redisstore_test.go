@@ -18,10 +18,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/redistest"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -683,7 +682,7 @@ func TestRedisStoreOutageFailsFastAndRecovers(t *testing.T) {
 			srv := redistest.Start(t)
 			ctx := rsCtx(t)
 			// The production client, so its options are what is tested.
-			c := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "")
+			c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
 			t.Cleanup(func() { c.Close() })
 			st := rsStore(c, newRSKey(secret).fn(), func(o *tokencache.RedisOptions) { o.OpTimeout = opTimeout })
 			l, ok, err := st.Lease(ctx, time.Minute)
@@ -819,12 +818,12 @@ func TestRedisStoreConcurrentUseWithRotation(t *testing.T) {
 func TestNewRedisClientPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "s3cret-pw")
 	ctx := rsCtx(t)
-	good := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
+	good := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
 	defer good.Close()
 	if err := good.Ping(ctx).Err(); err != nil {
 		t.Errorf("PING with the password: %v", err)
 	}
-	bad := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
+	bad := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
 	defer bad.Close()
 	st := rsStore(bad, newRSKey(rsRandom(t, "key")).fn())
 	_, err := st.Load(ctx)
@@ -839,7 +838,7 @@ func TestNewRedisClientPassword(t *testing.T) {
 func TestRedisStoreThroughSentinel(t *testing.T) {
 	master, sentinelAddr, name := redistest.StartSentinel(t)
 	ctx := rsCtx(t)
-	c := tokencache.NewRedisClient(config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
+	c := redisconn.New(config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
 	defer c.Close()
 	secret := rsRandom(t, "key")
 	st := rsStore(c, newRSKey(secret).fn())
@@ -863,10 +862,10 @@ func TestRedisStoreThroughSentinel(t *testing.T) {
 func TestRedisStoreCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	ctx := rsCtx(t)
-	c := tokencache.NewRedisClient(config.Redis{Addrs: addrs}, "")
+	c := redisconn.New(config.Redis{Addrs: addrs}, "")
 	defer c.Close()
 	if _, ok := c.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewRedisClient with %d addrs = %T, want *redis.ClusterClient", len(addrs), c)
+		t.Fatalf("redisconn.New with %d addrs = %T, want *redis.ClusterClient", len(addrs), c)
 	}
 	secret := rsRandom(t, "key")
 	st := rsStore(c, newRSKey(secret).fn())
@@ -919,22 +918,5 @@ func TestRedisStoreCluster(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("Release: %v", err)
-	}
-}
-
-// RedisLogger must fit redis.SetLogger; checked at compile time, not called,
-// because the logger is process-wide.
-var _ = func() { redis.SetLogger(tokencache.RedisLogger{}) }
-
-func TestRedisLoggerWritesToZap(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	var l interface {
-		Printf(ctx context.Context, format string, v ...any)
-	} = tokencache.RedisLogger{L: zap.New(core)}
-	l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, "refused")
-	got := logs.All()
-	if len(got) != 1 || got[0].Message != "redis client" ||
-		got[0].ContextMap()["detail"] != "redis: connection pool: failed to dial after 5 attempts: refused" {
-		t.Errorf("logged %+v", got)
 	}
 }
