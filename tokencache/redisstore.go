@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 )
 
 // DefaultOpTimeout bounds each Redis operation when RedisOptions.OpTimeout is zero.
@@ -73,6 +74,9 @@ type RedisOptions struct {
 	// checking its connection with PING; a PING unanswered for as long again
 	// means the connection is dead. Default DefaultSubscriptionIdle.
 	SubscriptionIdle time.Duration
+	// Logger receives the log line of a panic recovered in the subscription
+	// goroutine (with its stack). Default: none.
+	Logger *zap.Logger
 }
 
 // RedisStore shares one token between replicas through Redis.
@@ -84,6 +88,7 @@ type RedisStore struct {
 	timeout time.Duration
 	onError func(error)
 	subIdle time.Duration
+	log     *zap.Logger
 
 	acct atomic.Pointer[account] // keys of the most recent secret
 }
@@ -115,6 +120,7 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 		timeout: o.OpTimeout,
 		onError: o.OnError,
 		subIdle: o.SubscriptionIdle,
+		log:     o.Logger,
 	}
 }
 

@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/redistest"
@@ -918,5 +921,67 @@ func TestRedisStoreCluster(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("Release: %v", err)
+	}
+}
+
+// TestUpdatesSurviveAPanic: a panic in the subscription goroutine (here the
+// key function, once, while a notification is judged) is logged with its
+// stack and counted as a subscribe error; the subscription comes back, says
+// so with a signal (notices may have been lost), and keeps signalling.
+func TestUpdatesSurviveAPanic(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := rsCtx(t)
+	c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
+	t.Cleanup(func() { c.Close() })
+	secret := rsRandom(t, "key")
+	var armed atomic.Bool
+	panicky := func() (tokencache.Secret, error) {
+		if armed.CompareAndSwap(true, false) {
+			panic("injected key failure")
+		}
+		return tokencache.NewSecret(secret), nil
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	var subErrs atomic.Int32
+	sub := rsStore(c, panicky, func(o *tokencache.RedisOptions) {
+		o.Logger = zap.New(core)
+		o.OnError = func(error) { subErrs.Add(1) }
+	})
+	pub := rsStore(c, newRSKey(secret).fn())
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := sub.Updates(uctx)
+
+	save := func() {
+		t.Helper()
+		tok := rsToken(rsRandom(t, "tok"), time.Now(), time.Hour, false)
+		if ok, err := pub.Save(ctx, tok); !ok || err != nil {
+			t.Fatalf("Save = %v, %v", ok, err)
+		}
+	}
+	// Until the subscription is up, a save may go unseen.
+	signalled := false
+	for i := 0; i < 20 && !signalled; i++ {
+		save()
+		signalled = rsSignalled(ch, 200*time.Millisecond)
+	}
+	if !signalled {
+		t.Fatal("no update signal before the panic")
+	}
+	armed.Store(true)
+	save()
+	// The panicked subscription pauses, resubscribes and signals.
+	if !rsSignalled(ch, 5*time.Second) {
+		t.Fatal("no signal after the panic: the subscription died")
+	}
+	if got := logs.FilterMessage(background.Msg).All(); len(got) != 1 || got[0].ContextMap()["loop"] != "token_updates" {
+		t.Fatalf("panic lines %v, want one for loop token_updates", got)
+	}
+	if subErrs.Load() < 1 {
+		t.Errorf("the panic was not reported through OnError")
+	}
+	save()
+	if !rsSignalled(ch, 5*time.Second) {
+		t.Fatal("no signal for a save after the recovery")
 	}
 }

@@ -138,7 +138,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		}
 		if cfg.Token.Store == "redis" {
 			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
-				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, OnError: func(err error) {
+				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), OnError: func(err error) {
 					g.Metrics.TokenStoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
 				}})
 		}
