@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
@@ -397,4 +401,72 @@ func (s *slowShared) Load(ctx context.Context) (*tokencache.Token, error) {
 		return nil, ctx.Err()
 	}
 	return s.memShared.Load(ctx)
+}
+
+// panicLeaseShared hands out leases whose Extend panics: a store bug hit by
+// the lease keeper while the token call is in flight.
+type panicLeaseShared struct{ *memShared }
+
+type panicLease struct{ tokencache.Lease }
+
+func (panicLease) Extend(context.Context, time.Duration) (bool, error) {
+	panic("injected lease failure")
+}
+
+func (s panicLeaseShared) Lease(ctx context.Context, ttl time.Duration) (tokencache.Lease, bool, error) {
+	l, ok, err := s.memShared.Lease(ctx, ttl)
+	if l != nil {
+		l = panicLease{l}
+	}
+	return l, ok, err
+}
+
+// gatedFetcher blocks every call until gate closes.
+type gatedFetcher struct {
+	countingFetcher
+	gate chan struct{}
+}
+
+func (g *gatedFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.countingFetcher.Fetch(ctx)
+}
+
+// TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes: a panic while the
+// lease is extended is logged with its stack; the token call in flight
+// completes and its token is installed and shared.
+func TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes(t *testing.T) {
+	clock := clocktest.New(t0)
+	sh := panicLeaseShared{&memShared{clock: clock}}
+	f := &gatedFetcher{countingFetcher: countingFetcher{lifetime: time.Hour, clock: clock}, gate: make(chan struct{})}
+	core, logs := observer.New(zap.InfoLevel)
+	m := tokencache.NewManager(tokencache.Options{
+		Fetcher: f, Clock: clock, RefreshBefore: 10 * time.Minute, Jitter: func() float64 { return 0 },
+		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		Shared: sh, LeaseTTL: 600 * time.Millisecond, Logger: zap.New(core),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The lease keeper sleeps a third of the lease TTL, then extends: panic.
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("the lease keeper is not running")
+	}
+	clock.Advance(200 * time.Millisecond)
+	eventually(t, "the panic line", func() bool { return len(logs.FilterMessage(background.Msg).All()) == 1 })
+	close(f.gate)
+	tok := tokenOf(t, m)
+	if st, _ := sh.memShared.Load(ctx); st == nil || !st.Value.Equal(tok.Value) {
+		t.Fatal("the token renewed under the broken lease was not shared")
+	}
+	l := logs.FilterMessage(background.Msg).All()[0].ContextMap()
+	if l["loop"] != "token_lease" || !strings.Contains(l["stack"].(string), "panicLease") {
+		t.Fatalf("panic line %v", l)
+	}
 }
