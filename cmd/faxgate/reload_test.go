@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/internal/faxsim"
 )
 
@@ -39,6 +40,8 @@ type reloadFixture struct {
 	path, keyFile, baseURL string
 	g                      *gateway
 	hup                    chan struct{}
+	// clock drives the gateway: the reloader polls the file on it.
+	clock *clocktest.Fake
 }
 
 func startReloadable(t *testing.T, every time.Duration) *reloadFixture {
@@ -61,7 +64,7 @@ func startReloadableWith(t *testing.T, every time.Duration, wrap func(http.Handl
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	dir := t.TempDir()
 	f := &reloadFixture{path: filepath.Join(dir, "faxgate.yaml"), keyFile: filepath.Join(dir, "key"),
-		baseURL: srv.URL, hup: make(chan struct{}, 1)}
+		baseURL: srv.URL, hup: make(chan struct{}, 1), clock: clocktest.New(time.Now())}
 	if err := os.WriteFile(f.keyFile, []byte(testKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func startReloadableWith(t *testing.T, every time.Duration, wrap func(http.Handl
 	g := &gateway{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	addrs := make(chan [2]string, 1)
 	e := env{stdout: io.Discard, stderr: g.stderr, getenv: mapEnv(nil), hup: f.hup, reloadEvery: every,
-		ready: func(p, a string) { addrs <- [2]string{p, a} }}
+		clock: f.clock, ready: func(p, a string) { addrs <- [2]string{p, a} }}
 	go func() { g.done <- run(ctx, []string{"serve", "--config", f.path}, e) }()
 	t.Cleanup(func() { cancel(); <-g.done })
 	select {
@@ -82,6 +85,22 @@ func startReloadableWith(t *testing.T, every time.Duration, wrap func(http.Handl
 	f.g = g
 	g.waitReady(t)
 	return f
+}
+
+// idle waits until the gateway's loops sleep on the fake clock: token
+// renewal, key-file watcher and config reloader, one timer each.
+func (f *reloadFixture) idle(t *testing.T) {
+	t.Helper()
+	if !f.clock.WaitPending(3, 5*time.Second) {
+		t.Fatalf("%d timers pending, want the 3 background loops asleep", f.clock.Pending())
+	}
+}
+
+// poll lets the reloader check the file once: one polling interval passes.
+func (f *reloadFixture) poll(t *testing.T, every time.Duration) {
+	t.Helper()
+	f.idle(t)
+	f.clock.Advance(every)
 }
 
 func (f *reloadFixture) write(t *testing.T, allow, extra string) {
@@ -128,11 +147,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestReloadOnFileChange(t *testing.T) {
-	f := startReloadable(t, 20*time.Millisecond)
+	f := startReloadable(t, time.Second)
 	if code := f.templates(t); code != http.StatusForbidden {
 		t.Fatalf("before reload: %d, want 403", code)
 	}
 	f.write(t, `"*"`, "")
+	f.poll(t, time.Second)
 	eventually(t, "the new allow list applies", func() bool { return f.templates(t) == http.StatusOK })
 	if got := f.metric(t, `faxgate_config_reload_total{result="ok"}`); got != "1" {
 		t.Fatalf("reload ok = %q, want 1", got)
@@ -143,10 +163,11 @@ func TestReloadOnFileChange(t *testing.T) {
 }
 
 func TestReloadKeepsServingWhenTheNewFileIsInvalid(t *testing.T) {
-	f := startReloadable(t, 20*time.Millisecond)
+	f := startReloadable(t, time.Second)
 	if err := os.WriteFile(f.path, []byte("callers:\n  list:\n    - name: BAD NAME\n      cidrs: [\"10.0.0/8\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f.poll(t, time.Second)
 	eventually(t, "the rejection is counted", func() bool {
 		return f.metric(t, `faxgate_config_reload_total{result="error"}`) == "1"
 	})
@@ -165,7 +186,7 @@ func TestReloadKeepsServingWhenTheNewFileIsInvalid(t *testing.T) {
 func TestReloadOnSIGHUP(t *testing.T) {
 	f := startReloadable(t, time.Hour) // no polling: only the signal reloads
 	f.write(t, `"*"`, "")
-	time.Sleep(50 * time.Millisecond)
+	f.idle(t) // the reloader sleeps through its hour on the fake clock
 	if code := f.templates(t); code != http.StatusForbidden {
 		t.Fatalf("applied without a signal: %d", code)
 	}

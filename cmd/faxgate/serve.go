@@ -32,8 +32,11 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: tokencache.RealClock{},
-		Getenv: e.getenv, Version: version})
+	var clock tokencache.Clock = tokencache.RealClock{}
+	if e.clock != nil {
+		clock = e.clock
+	}
+	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: clock, Getenv: e.getenv, Version: version})
 	if err != nil {
 		return err
 	}
