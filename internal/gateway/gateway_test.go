@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +19,11 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/faxsim"
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/tokencache"
 )
 
 const testKey = "sk_test_gateway-K3y-never-logged-0123456789"
@@ -255,5 +258,62 @@ func TestRunServesAndDrains(t *testing.T) {
 	}
 	if len(logs.lines("stopped")) != 1 {
 		t.Errorf("no stopped line:\n%s", logs.String())
+	}
+}
+
+// panickyClock is a fake clock whose first NewTimer call panics.
+type panickyClock struct {
+	*clocktest.Fake
+	armed atomic.Bool
+}
+
+func (c *panickyClock) NewTimer(d time.Duration) tokencache.Timer {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("injected clock failure")
+	}
+	return c.Fake.NewTimer(d)
+}
+
+// TestReloaderLoopSurvivesAPanic: a panic in the reloader's loop itself
+// (its clock) is logged, and one interval later the loop polls again and
+// applies a changed file.
+func TestReloaderLoopSurvivesAPanic(t *testing.T) {
+	g, logs, _ := newTestGateway(t, "http://127.0.0.1:1")
+	path := filepath.Join(t.TempDir(), "faxgate.yaml")
+	if err := os.WriteFile(path, []byte(testConfigYAML("http://127.0.0.1:1", `"contacts.*"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock := &panickyClock{Fake: clocktest.New(time.Now())}
+	clock.armed.Store(true)
+	rl := newReloader(g, path)
+	rl.clock = clock
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rl.run(ctx, nil, time.Second) }()
+	defer func() { cancel(); <-done }()
+
+	tick := func() {
+		t.Helper()
+		if !clock.WaitPending(1, 5*time.Second) {
+			t.Fatal("the reloader is not waiting")
+		}
+		clock.Advance(time.Second)
+	}
+	tick() // the pause after the panic; the loop restarts
+	before := g.Handler.Rules()
+	if err := os.WriteFile(path, []byte(testConfigYAML("http://127.0.0.1:1", `"*"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Handler.Rules() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the changed file was not applied after the panic\n%s", logs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ls := logs.lines(background.Msg)
+	if len(ls) != 1 || ls[0]["loop"] != "config_reload" || ls[0]["then"] != "restarting the loop" {
+		t.Fatalf("panic lines %v", ls)
 	}
 }

@@ -39,15 +39,33 @@ type reloader struct {
 	digest  filedigest.Digest
 }
 
+// newReloader starts from the file's content as it is now, so a change made
+// before the loop first polls is still seen.
 func newReloader(g *Gateway, path string) *reloader {
-	return &reloader{path: path, getenv: g.deps.Getenv, running: g.cfg, compile: g.compile, handler: g.Handler,
+	rl := &reloader{path: path, getenv: g.deps.Getenv, running: g.cfg, compile: g.compile, handler: g.Handler,
 		level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"), clock: g.deps.Clock}
+	rl.digest, _ = filedigest.Of(path)
+	return rl
 }
 
 // run reloads on every signal from hup and whenever the file's content
-// changes (polled every interval), until ctx ends.
+// changes (polled every interval), until ctx ends. A panic outside a reload
+// (a broken clock, say) restarts the loop one interval later: without it,
+// SIGHUP would silently stop working.
 func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
-	rl.digest, _ = filedigest.Of(rl.path)
+	background.Loop(ctx, rl.log, "config_reload", func(ctx context.Context) bool {
+		t := rl.clock.NewTimer(interval)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		}
+	}, func(ctx context.Context) { rl.poll(ctx, hup, interval) })
+}
+
+func (rl *reloader) poll(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
 	for {
 		t := rl.clock.NewTimer(interval)
 		select {
