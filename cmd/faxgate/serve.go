@@ -10,7 +10,6 @@ import (
 	// Aliased: the tests of this package name their running-gateway fixture "gateway".
 	gw "github.com/faxgate/faxgate/internal/gateway"
 	"github.com/faxgate/faxgate/internal/redisconn"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 // serve runs the gateway described by cfg until ctx is done, then drains.
@@ -32,11 +31,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var clock tokencache.Clock = tokencache.RealClock{}
-	if e.clock != nil {
-		clock = e.clock
-	}
-	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: clock, Getenv: e.getenv, Version: version})
+	// A nil e.clock (always, outside tests) is the wall clock.
+	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: e.clock, Getenv: e.getenv, Version: version})
 	if err != nil {
 		return err
 	}

@@ -40,8 +40,8 @@ type Deps struct {
 	// listener's /metrics serves: a private registry, never the default one.
 	// The caller adds process collectors if it wants them. Required.
 	Registry *prometheus.Registry
-	// Clock drives token renewal, the key-file watcher and the rate
-	// limiters. Default tokencache.RealClock{}.
+	// Clock drives token renewal, the key-file watcher, the config file
+	// polling and the rate limiters. Default tokencache.RealClock{}.
 	Clock tokencache.Clock
 	// Getenv resolves upstream.api_key_env, redis.password_env, and the
 	// ${VAR} references of a reloaded config file. Required.
