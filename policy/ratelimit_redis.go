@@ -84,9 +84,9 @@ return {1, math.floor((now + tolerance + interval - new) / interval), math.ceil(
 
 // RedisRateOptions configures a RedisRateLimiter.
 type RedisRateOptions struct {
-	// Client is the Redis connection (tokencache.NewRedisClient). The
+	// Client is the Redis connection (internal/redisconn.New). The
 	// Timeout reaches the socket only when it was built with
-	// ContextTimeoutEnabled, as NewRedisClient's is.
+	// ContextTimeoutEnabled, as redisconn.New's is.
 	Client redis.UniversalClient
 	// KeyPrefix is redis.key_prefix; a caller's key is KeyPrefix + "rl:" + name.
 	KeyPrefix string

@@ -26,16 +26,16 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/faxsim"
 	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/redistest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 // redisClient is a client as faxgate serve builds it, for the server at addr.
 func redisClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	c := tokencache.NewRedisClient(config.Redis{Addrs: []string{addr}}, "")
+	c := redisconn.New(config.Redis{Addrs: []string{addr}}, "")
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

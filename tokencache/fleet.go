@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/background"
 )
 
 // The fleet protocol (token.store: redis). Only the renewal loop runs it; the
@@ -118,7 +120,9 @@ func (m *Manager) renewUnderLease(ctx context.Context, lease Lease, rejected *To
 // keepLease extends the lease every third of its TTL until stop closes.
 func (m *Manager) keepLease(ctx context.Context, lease Lease, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	defer func() { _ = recover() }() // a store bug must not take the process down
+	// A store bug must not take the process down; the renewal goes on
+	// without the extension, like after a lost lease.
+	defer background.Guard(m.log, "token_lease", "the lease is no longer extended", nil)
 	for {
 		timer := m.opts.Clock.NewTimer(m.opts.LeaseTTL / 3)
 		select {

@@ -3,6 +3,8 @@ package tokencache_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -19,6 +25,7 @@ import (
 // semantics, so the fleet protocol can be tested without Redis; the real
 // store has its own tests against redis-server.
 type memShared struct {
+	clock    tokencache.Clock // nil: the wall clock
 	mu       sync.Mutex
 	tok      *tokencache.Token
 	owner    int64
@@ -31,13 +38,20 @@ type memShared struct {
 
 var errDown = errors.New("store down")
 
+func (s *memShared) now() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock.Now()
+}
+
 func (s *memShared) Load(context.Context) (*tokencache.Token, error) {
 	if s.down.Load() {
 		return nil, errDown
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tok != nil && time.Now().After(s.tok.Expiry) {
+	if s.tok != nil && s.now().After(s.tok.Expiry) {
 		s.tok = nil
 	}
 	return s.tok, nil
@@ -89,11 +103,11 @@ func (s *memShared) Lease(_ context.Context, ttl time.Duration) (tokencache.Leas
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owner != 0 && time.Now().Before(s.leaseEnd) {
+	if s.owner != 0 && s.now().Before(s.leaseEnd) {
 		return nil, false, nil
 	}
 	s.nextID++
-	s.owner, s.leaseEnd = s.nextID, time.Now().Add(ttl)
+	s.owner, s.leaseEnd = s.nextID, s.now().Add(ttl)
 	return &memLease{s, s.nextID}, true, nil
 }
 
@@ -103,7 +117,7 @@ func (l *memLease) Extend(_ context.Context, ttl time.Duration) (bool, error) {
 	if l.s.owner != l.id {
 		return false, nil
 	}
-	l.s.leaseEnd = time.Now().Add(ttl)
+	l.s.leaseEnd = l.s.now().Add(ttl)
 	return true, nil
 }
 
@@ -124,11 +138,13 @@ func (s *memShared) Updates(ctx context.Context) <-chan struct{} {
 	return c
 }
 
-// countingFetcher issues distinct tokens of a fixed lifetime on the real clock.
+// countingFetcher issues distinct tokens of a fixed lifetime, issued now on
+// clock (nil: the wall clock).
 type countingFetcher struct {
 	lifetime time.Duration
 	calls    atomic.Int64
 	delay    time.Duration
+	clock    tokencache.Clock
 }
 
 func (f *countingFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) {
@@ -140,7 +156,11 @@ func (f *countingFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) 
 			return nil, ctx.Err()
 		}
 	}
-	return tokencache.NewToken(tokencache.NewSecret("fleet-"+string(rune('a'+n-1))), time.Now(), f.lifetime, false), nil
+	now := time.Now()
+	if f.clock != nil {
+		now = f.clock.Now()
+	}
+	return tokencache.NewToken(tokencache.NewSecret("fleet-"+string(rune('a'+n-1))), now, f.lifetime, false), nil
 }
 
 type replica struct {
@@ -150,9 +170,15 @@ type replica struct {
 
 func startReplica(t *testing.T, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
 	t.Helper()
+	return startReplicaOn(t, tokencache.RealClock{}, nil, sh, f, refreshBefore)
+}
+
+// startReplicaOn starts a replica on clock; jitter nil means random.
+func startReplicaOn(t *testing.T, clock tokencache.Clock, jitter func() float64, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
+	t.Helper()
 	met := metrics.New(prometheus.NewRegistry(), "t")
 	m := tokencache.NewManager(tokencache.Options{
-		Fetcher: f, Clock: tokencache.RealClock{}, RefreshBefore: refreshBefore,
+		Fetcher: f, Clock: clock, RefreshBefore: refreshBefore, Jitter: jitter,
 		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: met,
 		Shared: sh, LeaseTTL: 600 * time.Millisecond,
 	})
@@ -203,29 +229,49 @@ func TestFleetStartsWithOneTokenCall(t *testing.T) {
 }
 
 func TestFleetRenewsOncePerLifetime(t *testing.T) {
-	// 1.2s tokens renewed in their second half: two renewals in ~1.5s.
-	sh, f := &memShared{}, &countingFetcher{lifetime: 1200 * time.Millisecond}
+	// 1.2s tokens renewed in their second half (at 0.6s and 1.2s, without
+	// jitter): over 1.5s of fake time exactly two renewals for the fleet.
+	clock := clocktest.New(t0)
+	sh, f := &memShared{clock: clock}, &countingFetcher{lifetime: 1200 * time.Millisecond, clock: clock}
+	noJitter := func() float64 { return 0 }
 	var rs []replica
 	for range 4 {
-		rs = append(rs, startReplica(t, sh, f, time.Hour))
+		rs = append(rs, startReplicaOn(t, clock, noJitter, sh, f, time.Hour))
 	}
-	tokenOf(t, rs[0].m)
-	time.Sleep(1500 * time.Millisecond)
+	// Each phase: once every replica holds the token issued at the phase's
+	// start and sleeps, move the clock to the next renewal (or the end).
+	for _, phase := range []struct{ issued, next time.Duration }{
+		{0, 600 * time.Millisecond},
+		{600 * time.Millisecond, 1200 * time.Millisecond},
+		{1200 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		eventually(t, fmt.Sprintf("every replica holds the token issued at %v", phase.issued), func() bool {
+			for _, r := range rs {
+				if tok := r.m.Current(); tok == nil || !tok.Issued.Equal(t0.Add(phase.issued)) {
+					return false
+				}
+			}
+			return true
+		})
+		if !clock.WaitPending(len(rs), 5*time.Second) {
+			t.Fatalf("at %v: %d timers pending, want the %d replicas asleep", phase.issued, clock.Pending(), len(rs))
+		}
+		clock.Advance(t0.Add(phase.next).Sub(clock.Now()))
+	}
 	for i, r := range rs {
-		if !tokenOf(t, r.m).Valid(time.Now()) {
+		if !tokenOf(t, r.m).Valid(clock.Now()) {
 			t.Fatalf("replica %d has no valid token", i)
 		}
 	}
-	// 1 initial + one renewal per elapsed half-lifetime (+1 at most for timing).
-	if n := f.calls.Load(); n < 2 || n > 4 {
-		t.Fatalf("token calls = %d over ~2.5 half-lifetimes, want 2..4 (one per renewal, not per replica)", n)
+	if n := f.calls.Load(); n != 3 {
+		t.Fatalf("token calls = %d over 2.5 half-lifetimes, want 3 (start + one per renewal, not per replica)", n)
 	}
 	adopted := 0.0
 	for _, r := range rs {
 		adopted += testutil.ToFloat64(r.met.TokenAdopted.WithLabelValues("redis"))
 	}
-	if adopted < 3 {
-		t.Fatalf("tokens adopted from the store = %v, want the other replicas to adopt", adopted)
+	if adopted < 3*3 {
+		t.Fatalf("tokens adopted from the store = %v, want the 3 other replicas to adopt each of the 3 tokens", adopted)
 	}
 }
 
@@ -258,16 +304,29 @@ func TestFleet401CausesOneRenewalAndStale401KeepsNewerToken(t *testing.T) {
 }
 
 func TestFleetLeaseHolderCrashIsReplaced(t *testing.T) {
-	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	clock := clocktest.New(t0)
+	sh, f := &memShared{clock: clock}, &countingFetcher{lifetime: time.Hour, clock: clock}
 	// A replica took the lease and died: nobody releases or extends it.
-	if _, ok, _ := sh.Lease(context.Background(), 400*time.Millisecond); !ok {
+	const deadLease = 400 * time.Millisecond
+	if _, ok, _ := sh.Lease(context.Background(), deadLease); !ok {
 		t.Fatal("could not take the lease")
 	}
-	start := time.Now()
-	r := startReplica(t, sh, f, 10*time.Minute)
-	tokenOf(t, r.m)
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Fatalf("renewed after %v, while the dead holder's lease still ran", d)
+	r := startReplicaOn(t, clock, func() float64 { return 0 }, sh, f, 10*time.Minute)
+	// The replica polls the busy lease on the clock; while the dead
+	// holder's lease runs, it must not call the token endpoint.
+	for clock.Now().Before(t0.Add(deadLease)) {
+		if !clock.WaitPending(1, 5*time.Second) {
+			t.Fatal("the replica is not waiting for the lease")
+		}
+		if n := f.calls.Load(); n != 0 {
+			t.Fatalf("renewed at %v, while the dead holder's lease still ran", clock.Now().Sub(t0))
+		}
+		next, _ := clock.NextDeadline()
+		clock.Advance(next.Sub(clock.Now()))
+	}
+	tok := tokenOf(t, r.m)
+	if tok.Issued.Before(t0.Add(deadLease)) {
+		t.Fatalf("token issued at %v, before the dead lease expired at %v", tok.Issued.Sub(t0), deadLease)
 	}
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("token calls = %d, want 1", n)
@@ -275,9 +334,10 @@ func TestFleetLeaseHolderCrashIsReplaced(t *testing.T) {
 }
 
 func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
-	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
+	clock := clocktest.New(t0)
+	sh, f := &memShared{clock: clock}, &countingFetcher{lifetime: time.Hour, clock: clock}
 	sh.down.Store(true)
-	r := startReplica(t, sh, f, 10*time.Minute)
+	r := startReplicaOn(t, clock, nil, sh, f, 10*time.Minute)
 	tok := tokenOf(t, r.m) // served although the store is down
 	if ok, _ := r.m.Ready(); !ok {
 		t.Fatal("not ready with a valid token during a store outage")
@@ -289,6 +349,11 @@ func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
 		t.Fatalf("unsynced gauge = %v, want 1", got)
 	}
 	sh.down.Store(false)
+	// The write-back is tried a second after the outage renewal.
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("the loop is not waiting")
+	}
+	clock.Advance(time.Second)
 	eventually(t, "write-back", func() bool {
 		st, _ := sh.Load(context.Background())
 		return st != nil && st.Value.Equal(tok.Value)
@@ -336,4 +401,72 @@ func (s *slowShared) Load(ctx context.Context) (*tokencache.Token, error) {
 		return nil, ctx.Err()
 	}
 	return s.memShared.Load(ctx)
+}
+
+// panicLeaseShared hands out leases whose Extend panics: a store bug hit by
+// the lease keeper while the token call is in flight.
+type panicLeaseShared struct{ *memShared }
+
+type panicLease struct{ tokencache.Lease }
+
+func (panicLease) Extend(context.Context, time.Duration) (bool, error) {
+	panic("injected lease failure")
+}
+
+func (s panicLeaseShared) Lease(ctx context.Context, ttl time.Duration) (tokencache.Lease, bool, error) {
+	l, ok, err := s.memShared.Lease(ctx, ttl)
+	if l != nil {
+		l = panicLease{l}
+	}
+	return l, ok, err
+}
+
+// gatedFetcher blocks every call until gate closes.
+type gatedFetcher struct {
+	countingFetcher
+	gate chan struct{}
+}
+
+func (g *gatedFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.countingFetcher.Fetch(ctx)
+}
+
+// TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes: a panic while the
+// lease is extended is logged with its stack; the token call in flight
+// completes and its token is installed and shared.
+func TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes(t *testing.T) {
+	clock := clocktest.New(t0)
+	sh := panicLeaseShared{&memShared{clock: clock}}
+	f := &gatedFetcher{countingFetcher: countingFetcher{lifetime: time.Hour, clock: clock}, gate: make(chan struct{})}
+	core, logs := observer.New(zap.InfoLevel)
+	m := tokencache.NewManager(tokencache.Options{
+		Fetcher: f, Clock: clock, RefreshBefore: 10 * time.Minute, Jitter: func() float64 { return 0 },
+		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		Shared: sh, LeaseTTL: 600 * time.Millisecond, Logger: zap.New(core),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The lease keeper sleeps a third of the lease TTL, then extends: panic.
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("the lease keeper is not running")
+	}
+	clock.Advance(200 * time.Millisecond)
+	eventually(t, "the panic line", func() bool { return len(logs.FilterMessage(background.Msg).All()) == 1 })
+	close(f.gate)
+	tok := tokenOf(t, m)
+	if st, _ := sh.memShared.Load(ctx); st == nil || !st.Value.Equal(tok.Value) {
+		t.Fatal("the token renewed under the broken lease was not shared")
+	}
+	l := logs.FilterMessage(background.Msg).All()[0].ContextMap()
+	if l["loop"] != "token_lease" || !strings.Contains(l["stack"].(string), "panicLease") {
+		t.Fatalf("panic line %v", l)
+	}
 }

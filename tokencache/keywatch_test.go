@@ -5,11 +5,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
@@ -23,7 +27,7 @@ func TestWatchKeyFileSignalsContentChanges(t *testing.T) {
 	clock := clocktest.New(t0)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := tokencache.WatchKeyFile(ctx, p, time.Second, clock)
+	ch := tokencache.WatchKeyFile(ctx, p, time.Second, clock, zap.NewNop())
 	tick := func() {
 		if !clock.WaitPending(1, 5*time.Second) {
 			t.Fatal("watcher is not polling")
@@ -45,6 +49,63 @@ func TestWatchKeyFileSignalsContentChanges(t *testing.T) {
 	case <-ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no signal after the key file changed")
+	}
+}
+
+// panickyClock is a fake clock whose first n NewTimer calls panic: a bug
+// injected into a background loop.
+type panickyClock struct {
+	*clocktest.Fake
+	left atomic.Int32
+}
+
+func newPanickyClock(n int32) *panickyClock {
+	c := &panickyClock{Fake: clocktest.New(t0)}
+	c.left.Store(n)
+	return c
+}
+
+func (c *panickyClock) NewTimer(d time.Duration) tokencache.Timer {
+	if c.left.Add(-1) >= 0 {
+		panic("injected clock failure")
+	}
+	return c.Fake.NewTimer(d)
+}
+
+// TestKeyWatcherSurvivesAPanic: a panic in the watcher is logged with its
+// stack and the watcher keeps polling, so a later rotation is still seen.
+func TestKeyWatcherSurvivesAPanic(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock := newPanickyClock(1)
+	core, logs := observer.New(zap.InfoLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := tokencache.NewKeyWatcher(p, time.Second, clock, zap.New(core))
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tick := func() {
+		t.Helper()
+		if !clock.WaitPending(1, 5*time.Second) {
+			t.Fatal("watcher is not polling")
+		}
+		clock.Advance(time.Second)
+	}
+	tick() // the pause after the panic
+	if err := os.WriteFile(p, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	select {
+	case <-w.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no signal after the key file changed: the watcher died with the panic")
+	}
+	got := logs.FilterMessage(background.Msg).All()
+	if len(got) != 1 || got[0].ContextMap()["loop"] != "key_watch" || got[0].ContextMap()["stack"] == "" {
+		t.Fatalf("panic lines %v, want one for loop key_watch with a stack", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/metrics"
 )
 
@@ -180,76 +181,117 @@ func (m *Manager) broadcast() {
 }
 
 // Run renews the token until ctx is done. It obtains the first token at once.
+//
+// A panic in the loop (a bug in a Shared store, the clock or the fetcher) is
+// logged with its stack and counted as a failed attempt: waiters are released
+// with ErrUnavailable and the loop retries after the usual backoff, so the
+// process neither dies nor keeps a dead renewal loop behind a token that
+// will expire.
 func (m *Manager) Run(ctx context.Context) {
-	var updates <-chan struct{}
+	st := &loopState{}
 	if m.opts.Shared != nil {
-		updates = m.opts.Shared.Updates(ctx)
-		m.fleet.updates = updates
+		st.updates = m.opts.Shared.Updates(ctx)
+		m.fleet.updates = st.updates
 	}
-	failures := 0
-	var lastFailure time.Time
-	for {
-		now := m.opts.Clock.Now()
-		var next time.Time
-		m.mu.Lock()
-		t := m.cur.Load()
-		switch {
-		case failures > 0:
-			next = lastFailure.Add(m.backoff(failures))
-		case !t.Valid(now):
-			next = now
-		default:
-			next = m.renewAt
+	background.Loop(ctx, m.log, "token_renewal", func(ctx context.Context) bool {
+		return m.afterPanic(ctx, st)
+	}, func(ctx context.Context) {
+		for !m.step(ctx, st) {
 		}
-		if m.unsynced != nil {
-			// Write back the token renewed during an outage as soon as the store answers.
-			next = minTime(next, m.fleet.syncAt)
-		}
-		m.mu.Unlock()
+	})
+}
 
-		if d := next.Sub(now); d > 0 {
-			timer := m.opts.Clock.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-m.kick:
-				timer.Stop()
-				continue
-			case <-m.opts.KeyChanged:
-				timer.Stop()
-				if m.keyRejected() {
-					m.log.Info("api key changed on disk; retrying the rejected renewal now")
-					failures = 0
-				}
-				continue
-			case _, ok := <-updates:
-				timer.Stop()
-				if !ok {
-					updates, m.fleet.updates = nil, nil
-				} else if m.adoptShared(ctx) {
-					failures = 0
-				}
-				continue
-			case <-timer.C():
+// loopState is the renewal loop's own bookkeeping; only Run's goroutine
+// touches it, and it outlives a panic in one step.
+type loopState struct {
+	updates     <-chan struct{}
+	failures    int
+	lastFailure time.Time
+}
+
+// afterPanic turns a panicked step into a failed attempt, then waits out
+// its backoff; it reports false when ctx ended meanwhile.
+func (m *Manager) afterPanic(ctx context.Context, st *loopState) bool {
+	st.failures++
+	st.lastFailure = m.opts.Clock.Now()
+	m.mu.Lock()
+	m.fetching = false
+	m.failing = true
+	m.broadcast()
+	m.mu.Unlock()
+	return sleep(ctx, m.opts.Clock, m.backoffLocked(st.failures))
+}
+
+// step is one turn of the loop: wait until something is due, then write
+// back or renew. It reports true when ctx ended.
+func (m *Manager) step(ctx context.Context, st *loopState) (stop bool) {
+	now := m.opts.Clock.Now()
+	next := m.nextWake(now, st)
+	if d := next.Sub(now); d > 0 {
+		timer := m.opts.Clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return true
+		case <-m.kick:
+			timer.Stop()
+			return false
+		case <-m.opts.KeyChanged:
+			timer.Stop()
+			if m.keyRejected() {
+				m.log.Info("api key changed on disk; retrying the rejected renewal now")
+				st.failures = 0
 			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if m.syncDue() {
-			m.writeBack(ctx)
-			if !m.renewalDue(failures, lastFailure) {
-				continue
+			return false
+		case _, ok := <-st.updates:
+			timer.Stop()
+			if !ok {
+				st.updates, m.fleet.updates = nil, nil
+			} else if m.adoptShared(ctx) {
+				st.failures = 0
 			}
+			return false
+		case <-timer.C():
 		}
-		if err := m.renew(ctx); err != nil {
-			failures++
-			lastFailure = m.opts.Clock.Now()
-			continue
-		}
-		failures = 0
 	}
+	if ctx.Err() != nil {
+		return true
+	}
+	if m.syncDue() {
+		m.writeBack(ctx)
+		if !m.renewalDue(st.failures, st.lastFailure) {
+			return false
+		}
+	}
+	if err := m.renew(ctx); err != nil {
+		st.failures++
+		st.lastFailure = m.opts.Clock.Now()
+		return false
+	}
+	st.failures = 0
+	return false
+}
+
+// nextWake is when the loop has something to do. The lock is released by a
+// defer so that a panic here (a broken Jitter) cannot leave m.mu held.
+func (m *Manager) nextWake(now time.Time, st *loopState) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	t := m.cur.Load()
+	switch {
+	case st.failures > 0:
+		next = st.lastFailure.Add(m.backoff(st.failures))
+	case !t.Valid(now):
+		next = now
+	default:
+		next = m.renewAt
+	}
+	if m.unsynced != nil {
+		// Write back the token renewed during an outage as soon as the store answers.
+		next = minTime(next, m.fleet.syncAt)
+	}
+	return next
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -345,13 +387,16 @@ func (m *Manager) install(tok *Token, source string) {
 		zap.Time("next_renewal", m.renewAt), zap.Bool("after_401", tok.By401))
 }
 
+// fetch calls the Fetcher. A panic in it must not kill the renewal loop: it
+// is logged with its stack and becomes a failed attempt like any other.
 func (m *Manager) fetch(ctx context.Context) (tok *Token, err error) {
+	panicked := false
 	defer func() {
-		// A panic in the fetcher must not kill the renewal loop.
-		if r := recover(); r != nil {
+		if panicked {
 			tok, err = nil, errors.New("token fetch panicked")
 		}
 	}()
+	defer background.Guard(m.log, "token_renewal", "counted as a failed renewal", &panicked)
 	return m.opts.Fetcher.Fetch(ctx)
 }
 
@@ -363,6 +408,13 @@ func (m *Manager) scheduleRenewal(tok *Token) time.Time {
 	before := min(m.opts.RefreshBefore, tok.Lifetime()/2)
 	jitter := time.Duration(m.opts.Jitter() * float64(before/4))
 	return tok.Expiry.Add(-before - jitter)
+}
+
+// backoffLocked is backoff for callers that do not hold m.mu.
+func (m *Manager) backoffLocked(failures int) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.backoff(failures)
 }
 
 // backoff is retry_min doubled per consecutive failure up to retry_max, with

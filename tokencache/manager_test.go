@@ -3,6 +3,7 @@ package tokencache_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
@@ -340,6 +344,81 @@ func TestFetcherPanicDoesNotKillTheLoop(t *testing.T) {
 	clock.Advance(time.Second)
 	if !clock.WaitPending(1, 5*time.Second) || pf.calls.Load() != 2 {
 		t.Fatalf("calls = %d, want 2 (loop retried after the panic)", pf.calls.Load())
+	}
+}
+
+// TestFetcherPanicIsLogged: the recovered fetcher panic leaves a log line
+// with the stack, and not the panic's text (it could hold a secret).
+func TestFetcherPanicIsLogged(t *testing.T) {
+	clock := clocktest.New(t0)
+	core, logs := observer.New(zap.InfoLevel)
+	m := tokencache.NewManager(tokencache.Options{Fetcher: &panicFetcher{}, Clock: clock, RefreshBefore: time.Hour,
+		RetryMin: time.Second, RetryMax: time.Minute, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		Jitter: func() float64 { return 0 }, Logger: zap.New(core)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("loop did not survive the panic")
+	}
+	got := logs.FilterMessage(background.Msg).All()
+	if len(got) != 1 {
+		t.Fatalf("%d panic lines, want 1", len(got))
+	}
+	f := got[0].ContextMap()
+	if f["loop"] != "token_renewal" || !strings.Contains(f["stack"].(string), "panicFetcher") || f["panic"] != "value of type string" {
+		t.Errorf("panic line %v", f)
+	}
+}
+
+// TestRenewalLoopSurvivesAPanic: a panic in the loop itself (here the
+// clock's NewTimer, once) is logged, counted as a failed attempt, and the
+// loop goes on renewing: the token is renewed after the backoff and the
+// next renewal is scheduled.
+func TestRenewalLoopSurvivesAPanic(t *testing.T) {
+	clock := newPanickyClock(1)
+	ff := &fakeFetcher{clock: clock.Fake, lifetime: 24 * time.Hour}
+	core, logs := observer.New(zap.InfoLevel)
+	m := tokencache.NewManager(tokencache.Options{Fetcher: ff, Clock: clock, RefreshBefore: time.Hour,
+		RetryMin: 2 * time.Second, RetryMax: time.Minute, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		Jitter: func() float64 { return 0 }, Logger: zap.New(core)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// First token at once; then the wait for its renewal panics, and the
+	// loop sleeps out the backoff of one failure (retry_min/2 with no jitter).
+	if !clock.WaitPending(1, 5*time.Second) {
+		t.Fatal("loop died with the panic")
+	}
+	if got := logs.FilterMessage(background.Msg).All(); len(got) != 1 || got[0].ContextMap()["loop"] != "token_renewal" {
+		t.Fatalf("panic lines %v, want one for loop token_renewal", got)
+	}
+	if ok, why := m.Ready(); !ok {
+		t.Fatalf("not ready after a panic with a valid token held: %s", why)
+	}
+	if at, _ := clock.NextDeadline(); !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("restart at %v, want after the backoff at %v", at, t0.Add(time.Second))
+	}
+	clock.Advance(time.Second)
+	// The restarted loop renews (the panicked attempt counts as failed) and
+	// then schedules the next renewal an hour before expiry.
+	want := t0.Add(time.Second + 23*time.Hour)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		at, ok := clock.NextDeadline()
+		if ok && at.Equal(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("next wake %v (pending %v), want the renewal at %v; fetches %d", at, ok, want, ff.calls.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := ff.calls.Load(); n != 2 {
+		t.Fatalf("fetches = %d, want 2", n)
 	}
 }
 

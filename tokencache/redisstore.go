@@ -34,7 +34,6 @@ package tokencache
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,10 +42,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
-
-	"github.com/faxgate/faxgate/internal/config"
 )
 
 // DefaultOpTimeout bounds each Redis operation when RedisOptions.OpTimeout is zero.
@@ -54,7 +50,7 @@ const DefaultOpTimeout = time.Second
 
 // RedisOptions configures the Redis-backed Shared store.
 type RedisOptions struct {
-	// Client is the Redis connection (see NewRedisClient). Per-operation
+	// Client is the Redis connection (see internal/redisconn). Per-operation
 	// deadlines reach the socket only when the client was built with
 	// ContextTimeoutEnabled; otherwise its own read/write timeouts bound
 	// each call.
@@ -78,6 +74,9 @@ type RedisOptions struct {
 	// checking its connection with PING; a PING unanswered for as long again
 	// means the connection is dead. Default DefaultSubscriptionIdle.
 	SubscriptionIdle time.Duration
+	// Logger receives the log line of a panic recovered in the subscription
+	// goroutine (with its stack). Default: none.
+	Logger *zap.Logger
 }
 
 // RedisStore shares one token between replicas through Redis.
@@ -89,6 +88,7 @@ type RedisStore struct {
 	timeout time.Duration
 	onError func(error)
 	subIdle time.Duration
+	log     *zap.Logger
 
 	acct atomic.Pointer[account] // keys of the most recent secret
 }
@@ -120,6 +120,7 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 		timeout: o.OpTimeout,
 		onError: o.OnError,
 		subIdle: o.SubscriptionIdle,
+		log:     o.Logger,
 	}
 }
 
@@ -344,54 +345,4 @@ func (l *redisLease) Release(ctx context.Context) error {
 		return storeErr("release", err)
 	}
 	return nil
-}
-
-// NewRedisClient builds the client of the redis section: one address is a
-// single node, several a cluster, and with master_name the addresses are
-// sentinels. password is the value of the password_env variable (main reads
-// the environment). Sentinels are contacted without credentials.
-//
-// Timeouts are short and retries few because every user of this client has a
-// fallback (the token in memory, local rate limits): a slow Redis must cost
-// milliseconds, not requests.
-func NewRedisClient(c config.Redis, password string) redis.UniversalClient {
-	o := &redis.UniversalOptions{
-		Addrs:      c.Addrs,
-		MasterName: c.MasterName,
-		Username:   c.Username,
-		Password:   password,
-		DB:         c.DB,
-		ClientName: "faxgate",
-
-		DialTimeout:           2 * time.Second,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		ContextTimeoutEnabled: true, // per-operation deadlines reach the socket
-		PoolTimeout:           2 * time.Second,
-		PoolSize:              8,
-		MaxIdleConns:          4,
-		ConnMaxIdleTime:       5 * time.Minute,
-		MaxRetries:            1,
-
-		// Maintenance notifications are a Redis Enterprise/Cloud feature; in
-		// auto mode the client probes for them on every new connection.
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}
-	if c.TLS {
-		// ServerName is filled in per node from its address by crypto/tls.
-		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return redis.NewUniversalClient(o)
-}
-
-// RedisLogger sends go-redis's own log lines (failed dials, sentinel
-// failovers), which it otherwise prints to stderr as plain text, to zap.
-// go-redis has one process-wide logger, so main installs it:
-// redis.SetLogger(tokencache.RedisLogger{L: logger.Named("redis")}).
-// The lines name addresses and errors, never commands' arguments.
-type RedisLogger struct{ L *zap.Logger }
-
-// Printf implements go-redis's logging interface.
-func (r RedisLogger) Printf(_ context.Context, format string, v ...any) {
-	r.L.Info("redis client", zap.String("detail", fmt.Sprintf(format, v...)))
 }

@@ -21,7 +21,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/redistest"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -683,7 +685,7 @@ func TestRedisStoreOutageFailsFastAndRecovers(t *testing.T) {
 			srv := redistest.Start(t)
 			ctx := rsCtx(t)
 			// The production client, so its options are what is tested.
-			c := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "")
+			c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
 			t.Cleanup(func() { c.Close() })
 			st := rsStore(c, newRSKey(secret).fn(), func(o *tokencache.RedisOptions) { o.OpTimeout = opTimeout })
 			l, ok, err := st.Lease(ctx, time.Minute)
@@ -819,12 +821,12 @@ func TestRedisStoreConcurrentUseWithRotation(t *testing.T) {
 func TestNewRedisClientPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "s3cret-pw")
 	ctx := rsCtx(t)
-	good := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
+	good := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
 	defer good.Close()
 	if err := good.Ping(ctx).Err(); err != nil {
 		t.Errorf("PING with the password: %v", err)
 	}
-	bad := tokencache.NewRedisClient(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
+	bad := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
 	defer bad.Close()
 	st := rsStore(bad, newRSKey(rsRandom(t, "key")).fn())
 	_, err := st.Load(ctx)
@@ -839,7 +841,7 @@ func TestNewRedisClientPassword(t *testing.T) {
 func TestRedisStoreThroughSentinel(t *testing.T) {
 	master, sentinelAddr, name := redistest.StartSentinel(t)
 	ctx := rsCtx(t)
-	c := tokencache.NewRedisClient(config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
+	c := redisconn.New(config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
 	defer c.Close()
 	secret := rsRandom(t, "key")
 	st := rsStore(c, newRSKey(secret).fn())
@@ -863,10 +865,10 @@ func TestRedisStoreThroughSentinel(t *testing.T) {
 func TestRedisStoreCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	ctx := rsCtx(t)
-	c := tokencache.NewRedisClient(config.Redis{Addrs: addrs}, "")
+	c := redisconn.New(config.Redis{Addrs: addrs}, "")
 	defer c.Close()
 	if _, ok := c.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewRedisClient with %d addrs = %T, want *redis.ClusterClient", len(addrs), c)
+		t.Fatalf("redisconn.New with %d addrs = %T, want *redis.ClusterClient", len(addrs), c)
 	}
 	secret := rsRandom(t, "key")
 	st := rsStore(c, newRSKey(secret).fn())
@@ -922,19 +924,64 @@ func TestRedisStoreCluster(t *testing.T) {
 	}
 }
 
-// RedisLogger must fit redis.SetLogger; checked at compile time, not called,
-// because the logger is process-wide.
-var _ = func() { redis.SetLogger(tokencache.RedisLogger{}) }
-
-func TestRedisLoggerWritesToZap(t *testing.T) {
+// TestUpdatesSurviveAPanic: a panic in the subscription goroutine (here the
+// key function, once, while a notification is judged) is logged with its
+// stack and counted as a subscribe error; the subscription comes back, says
+// so with a signal (notices may have been lost), and keeps signalling.
+func TestUpdatesSurviveAPanic(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := rsCtx(t)
+	c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
+	t.Cleanup(func() { c.Close() })
+	secret := rsRandom(t, "key")
+	var armed atomic.Bool
+	panicky := func() (tokencache.Secret, error) {
+		if armed.CompareAndSwap(true, false) {
+			panic("injected key failure")
+		}
+		return tokencache.NewSecret(secret), nil
+	}
 	core, logs := observer.New(zap.InfoLevel)
-	var l interface {
-		Printf(ctx context.Context, format string, v ...any)
-	} = tokencache.RedisLogger{L: zap.New(core)}
-	l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, "refused")
-	got := logs.All()
-	if len(got) != 1 || got[0].Message != "redis client" ||
-		got[0].ContextMap()["detail"] != "redis: connection pool: failed to dial after 5 attempts: refused" {
-		t.Errorf("logged %+v", got)
+	var subErrs atomic.Int32
+	sub := rsStore(c, panicky, func(o *tokencache.RedisOptions) {
+		o.Logger = zap.New(core)
+		o.OnError = func(error) { subErrs.Add(1) }
+	})
+	pub := rsStore(c, newRSKey(secret).fn())
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := sub.Updates(uctx)
+
+	save := func() {
+		t.Helper()
+		tok := rsToken(rsRandom(t, "tok"), time.Now(), time.Hour, false)
+		if ok, err := pub.Save(ctx, tok); !ok || err != nil {
+			t.Fatalf("Save = %v, %v", ok, err)
+		}
+	}
+	// Until the subscription is up, a save may go unseen.
+	signalled := false
+	for i := 0; i < 20 && !signalled; i++ {
+		save()
+		signalled = rsSignalled(ch, 200*time.Millisecond)
+	}
+	if !signalled {
+		t.Fatal("no update signal before the panic")
+	}
+	armed.Store(true)
+	save()
+	// The panicked subscription pauses, resubscribes and signals.
+	if !rsSignalled(ch, 5*time.Second) {
+		t.Fatal("no signal after the panic: the subscription died")
+	}
+	if got := logs.FilterMessage(background.Msg).All(); len(got) != 1 || got[0].ContextMap()["loop"] != "token_updates" {
+		t.Fatalf("panic lines %v, want one for loop token_updates", got)
+	}
+	if subErrs.Load() < 1 {
+		t.Errorf("the panic was not reported through OnError")
+	}
+	save()
+	if !rsSignalled(ch, 5*time.Second) {
+		t.Fatal("no signal for a save after the recovery")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/faxgate/faxgate/internal/background"
 )
 
 // DefaultSubscriptionIdle is RedisOptions.SubscriptionIdle when unset.
@@ -48,12 +50,14 @@ func (s *RedisStore) Updates(ctx context.Context) <-chan struct{} {
 // first subscription's confirmation is no news: any later one follows a
 // failure, during which notifications may have been lost.
 func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool) {
+	panicked := false
 	defer func() {
-		if r := recover(); r != nil {
+		if panicked {
 			s.report(errors.New("subscription panicked"))
 			sleepCtx(ctx, subBackoffMax)
 		}
 	}()
+	defer background.Guard(s.log, "token_updates", "resubscribing", &panicked)
 
 	sub := newSubscription(ctx, s.client, escapeGlob(s.prefix)+"*:updates", s.timeout)
 	defer sub.close()

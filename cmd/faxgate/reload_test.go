@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/faxsim"
 )
 
 // reloadConfig is a serve config whose callers section the tests rewrite.
@@ -36,23 +40,40 @@ type reloadFixture struct {
 	path, keyFile, baseURL string
 	g                      *gateway
 	hup                    chan struct{}
+	// clock drives the gateway: the reloader polls the file on it.
+	clock *clocktest.Fake
 }
 
 func startReloadable(t *testing.T, every time.Duration) *reloadFixture {
 	t.Helper()
-	up := startUpstream(t, testKey)
+	return startReloadableWith(t, every, nil, func(f *reloadFixture) string {
+		return reloadConfig(f.baseURL, f.keyFile, `"contacts.*"`, "")
+	})
+}
+
+// startReloadableWith serves the config that first returns, in front of a
+// faxsim wrapped by wrap (when set).
+func startReloadableWith(t *testing.T, every time.Duration, wrap func(http.Handler) http.Handler, first func(*reloadFixture) string) *reloadFixture {
+	t.Helper()
+	sim := faxsim.New(faxsim.Options{APIKey: testKey})
+	var h http.Handler = sim
+	if wrap != nil {
+		h = wrap(sim)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	dir := t.TempDir()
 	f := &reloadFixture{path: filepath.Join(dir, "faxgate.yaml"), keyFile: filepath.Join(dir, "key"),
-		baseURL: up.srv.URL, hup: make(chan struct{}, 1)}
+		baseURL: srv.URL, hup: make(chan struct{}, 1), clock: clocktest.New(time.Now())}
 	if err := os.WriteFile(f.keyFile, []byte(testKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.write(t, `"contacts.*"`, "")
+	f.writeRaw(t, first(f))
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gateway{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	addrs := make(chan [2]string, 1)
 	e := env{stdout: io.Discard, stderr: g.stderr, getenv: mapEnv(nil), hup: f.hup, reloadEvery: every,
-		ready: func(p, a string) { addrs <- [2]string{p, a} }}
+		clock: f.clock, ready: func(p, a string) { addrs <- [2]string{p, a} }}
 	go func() { g.done <- run(ctx, []string{"serve", "--config", f.path}, e) }()
 	t.Cleanup(func() { cancel(); <-g.done })
 	select {
@@ -66,11 +87,32 @@ func startReloadable(t *testing.T, every time.Duration) *reloadFixture {
 	return f
 }
 
+// idle waits until the gateway's loops sleep on the fake clock: token
+// renewal, key-file watcher and config reloader, one timer each.
+func (f *reloadFixture) idle(t *testing.T) {
+	t.Helper()
+	if !f.clock.WaitPending(3, 5*time.Second) {
+		t.Fatalf("%d timers pending, want the 3 background loops asleep", f.clock.Pending())
+	}
+}
+
+// poll lets the reloader check the file once: one polling interval passes.
+func (f *reloadFixture) poll(t *testing.T, every time.Duration) {
+	t.Helper()
+	f.idle(t)
+	f.clock.Advance(every)
+}
+
 func (f *reloadFixture) write(t *testing.T, allow, extra string) {
+	t.Helper()
+	f.writeRaw(t, reloadConfig(f.baseURL, f.keyFile, allow, extra))
+}
+
+func (f *reloadFixture) writeRaw(t *testing.T, yaml string) {
 	t.Helper()
 	// Write and rename, as config management tools do, so no half file is read.
 	tmp := f.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(reloadConfig(f.baseURL, f.keyFile, allow, extra)), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, f.path); err != nil {
@@ -105,11 +147,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestReloadOnFileChange(t *testing.T) {
-	f := startReloadable(t, 20*time.Millisecond)
+	f := startReloadable(t, time.Second)
 	if code := f.templates(t); code != http.StatusForbidden {
 		t.Fatalf("before reload: %d, want 403", code)
 	}
 	f.write(t, `"*"`, "")
+	f.poll(t, time.Second)
 	eventually(t, "the new allow list applies", func() bool { return f.templates(t) == http.StatusOK })
 	if got := f.metric(t, `faxgate_config_reload_total{result="ok"}`); got != "1" {
 		t.Fatalf("reload ok = %q, want 1", got)
@@ -120,10 +163,11 @@ func TestReloadOnFileChange(t *testing.T) {
 }
 
 func TestReloadKeepsServingWhenTheNewFileIsInvalid(t *testing.T) {
-	f := startReloadable(t, 20*time.Millisecond)
+	f := startReloadable(t, time.Second)
 	if err := os.WriteFile(f.path, []byte("callers:\n  list:\n    - name: BAD NAME\n      cidrs: [\"10.0.0/8\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f.poll(t, time.Second)
 	eventually(t, "the rejection is counted", func() bool {
 		return f.metric(t, `faxgate_config_reload_total{result="error"}`) == "1"
 	})
@@ -142,7 +186,7 @@ func TestReloadKeepsServingWhenTheNewFileIsInvalid(t *testing.T) {
 func TestReloadOnSIGHUP(t *testing.T) {
 	f := startReloadable(t, time.Hour) // no polling: only the signal reloads
 	f.write(t, `"*"`, "")
-	time.Sleep(50 * time.Millisecond)
+	f.idle(t) // the reloader sleeps through its hour on the fake clock
 	if code := f.templates(t); code != http.StatusForbidden {
 		t.Fatalf("applied without a signal: %d", code)
 	}
@@ -162,13 +206,65 @@ func TestReloadReportsSettingsThatNeedARestart(t *testing.T) {
 	}
 }
 
+// generationConfig is one generation of TestReloadIsAtomicUnderTraffic.
+// Each generation changes four parts of the compiled rules at once, each
+// visible in the same response: the caller's name (Identifier), the allow
+// list held under that name (Policy), the caller's burst, reported as
+// RateLimit-Limit (Limiter), and callers.identity_header, which the gateway
+// strips before forwarding (what the upstream saw). Requests carry both
+// generations' identity headers, and the upstream reports which arrived.
+//
+// A request decided by parts of two generations cannot pass as either: the
+// old name is unknown to the new allow list (403, or the default limit's
+// burst 7 from the new limiter), the other generation's burst shows in
+// RateLimit-Limit, or the wrong header reaches the upstream.
+func generationConfig(baseURL, keyFile string, gen int) string {
+	names := [2]string{"alpha", "beta"}
+	return fmt.Sprintf(`server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 5s
+admin:
+  listen: "127.0.0.1:0"
+upstream:
+  base_url: %q
+  api_key_file: %q
+rate_limit:
+  default: { rps: 1, burst: 7 }
+callers:
+  identity_header: X-Gen-%d
+  list:
+    - name: %s
+      cidrs: ["127.0.0.0/8"]
+      allow: ["*"]
+      rate_limit: { rps: 1000000, burst: %d }
+`, baseURL, keyFile, gen, names[gen], 100000+gen)
+}
+
+// TestReloadIsAtomicUnderTraffic: while the config flips between two
+// generations under traffic, every answer is wholly one generation's, both
+// generations answer, and every reload was applied.
 func TestReloadIsAtomicUnderTraffic(t *testing.T) {
-	f := startReloadable(t, time.Hour)
+	// The upstream reports which identity headers reached it.
+	saw := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Saw", fmt.Sprintf("0=%v 1=%v", r.Header.Get("X-Gen-0") != "", r.Header.Get("X-Gen-1") != ""))
+			next.ServeHTTP(w, r)
+		})
+	}
+	f := startReloadableWith(t, time.Hour, saw, func(f *reloadFixture) string { return generationConfig(f.baseURL, f.keyFile, 0) })
+	// What each generation answers: 200, its own burst, and the upstream
+	// seeing only the other generation's identity header.
+	want := map[string]int{
+		"200 limit=100000 saw[0=false 1=true]": 0,
+		"200 limit=100001 saw[0=true 1=false]": 1,
+	}
+
 	c := newClient(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	bad := map[int]int{}
+	seen := map[int]int{}    // generation -> answers
+	torn := map[string]int{} // answers matching no generation -> count
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -179,35 +275,47 @@ func TestReloadIsAtomicUnderTraffic(t *testing.T) {
 					return
 				default:
 				}
-				resp, err := c.Get(f.g.proxyURL + "/v1/esign_templates")
+				req, _ := http.NewRequest(http.MethodGet, f.g.proxyURL+"/v1/esign_templates", nil)
+				req.Header.Set("X-Gen-0", "x")
+				req.Header.Set("X-Gen-1", "x")
+				resp, err := c.Do(req)
+				answer := ""
 				if err != nil {
-					mu.Lock()
-					bad[-1]++
-					mu.Unlock()
-					continue
+					answer = "error: " + err.Error()
+				} else {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					answer = fmt.Sprintf("%d limit=%s saw[%s]", resp.StatusCode, resp.Header.Get("RateLimit-Limit"), resp.Header.Get("X-Saw"))
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 && resp.StatusCode != 403 {
-					mu.Lock()
-					bad[resp.StatusCode]++
-					mu.Unlock()
+				mu.Lock()
+				if gen, ok := want[answer]; ok {
+					seen[gen]++
+				} else {
+					torn[answer]++
 				}
+				mu.Unlock()
 			}
 		}()
 	}
-	for i := range 20 {
-		allow := `"contacts.*"`
-		if i%2 == 0 {
-			allow = `"*"`
-		}
-		f.write(t, allow, "")
+	const reloads = 20
+	for i := range reloads {
+		f.writeRaw(t, generationConfig(f.baseURL, f.keyFile, (i+1)%2))
 		f.hup <- struct{}{}
 		time.Sleep(15 * time.Millisecond)
 	}
+	eventually(t, "every reload is applied", func() bool {
+		return f.metric(t, `faxgate_config_reload_total{result="ok"}`) == fmt.Sprint(reloads)
+	})
 	close(stop)
 	wg.Wait()
-	if len(bad) > 0 {
-		t.Fatalf("answers other than the old or the new decision during reloads: %v", bad)
+	if len(torn) > 0 {
+		t.Fatalf("answers matching neither generation (torn reads or failures): %v; per generation: %v", torn, seen)
 	}
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Fatalf("answers per generation %v: both generations must have answered", seen)
+	}
+	if got := f.metric(t, `faxgate_config_reload_total{result="error"}`); got != "" && got != "0" {
+		t.Fatalf("reload errors = %s, want none", got)
+	}
+	t.Logf("answers per generation: %v", seen)
 }

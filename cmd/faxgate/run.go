@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/tokencache"
 )
 
 // env is the process environment handed to run, so tests can drive the
@@ -24,6 +25,8 @@ type env struct {
 	hup <-chan struct{}
 	// reloadEvery is how often the config file is checked for changes (default 2s).
 	reloadEvery time.Duration
+	// clock, when set, replaces the wall clock (tests).
+	clock tokencache.Clock
 }
 
 const usage = `usage:

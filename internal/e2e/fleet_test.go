@@ -259,7 +259,12 @@ func TestLeaseHolderCrashCausesNoGap(t *testing.T) {
 // token endpoint.
 func TestHotPathNeverWaitsOnRedis(t *testing.T) {
 	r := redistest.Start(t)
-	const ttl = 3 * time.Second
+	// 5s tokens are renewed at 3.75-4s and sent until 4.75s: the renewal has
+	// at least 750ms for the store's 500ms operation timeout and the token
+	// call. (With 3s tokens it had 450-600ms, so on a loaded machine the
+	// token lapsed and requests waited for the renewal: a flaky test, not
+	// the behaviour under test.)
+	const ttl = 5 * time.Second
 	f := startFleet(t, 2, ttl, r.Addr)
 	if err := r.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -269,7 +274,7 @@ func TestHotPathNeverWaitsOnRedis(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var slowest time.Duration
 	n := 0
-	for time.Since(stalled) < 4*time.Second { // crosses the renewal at about 2.4s
+	for time.Since(stalled) < 5*time.Second { // crosses the renewal at about 4s
 		start := time.Now()
 		resp, err := client.Post(f.gws[n%2].URL+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
 		if err != nil {

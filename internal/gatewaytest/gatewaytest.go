@@ -1,7 +1,8 @@
-// Package gatewaytest starts a real gateway for tests: the proxy handler on a
-// real loopback listener (with the framing sniffer), in front of a real faxsim
-// on its own listener, with the real token manager, policy and metrics, and
-// the logs captured for inspection.
+// Package gatewaytest starts a real gateway for tests: assembled by
+// gateway.New and run by Gateway.Run exactly as faxgate serve does (proxy and
+// admin listeners on loopback, framing sniffer, token manager, policy,
+// metrics), in front of a real faxsim on its own listener, with the logs
+// captured for inspection.
 package gatewaytest
 
 import (
@@ -13,20 +14,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/gateway"
 	"github.com/faxgate/faxgate/metrics"
-	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -72,10 +70,13 @@ type Options struct {
 type Gateway struct {
 	URL      string // http://127.0.0.1:port of the proxy listener
 	Addr     string
+	AdminURL string // http://127.0.0.1:port of the admin listener
 	Sim      *faxsim.Sim
 	Upstream *httptest.Server
+	// Gateway is the assembled gateway, built by gateway.New as faxgate
+	// serve builds it; the fields below are its parts.
+	Gateway  *gateway.Gateway
 	Handler  *proxy.Handler
-	Server   *http.Server
 	Tokens   *tokencache.Manager
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
@@ -129,76 +130,59 @@ func Start(t testing.TB, o Options) *Gateway {
 		cfg.RateLimit.Backend = "redis"
 	}
 
+	// The admin listener and the proxy listener take free loopback ports.
+	cfg.Server.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
+
 	logs := &SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("gateway logs:\n%s", logs.String())
 		}
 	})
-	lvl, _ := zapcore.ParseLevel(cfg.Log.Level)
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), lvl))
+	gl, err := gateway.NewLogs(cfg.Log, logs)
+	if err != nil {
+		t.Fatalf("loggers: %v", err)
+	}
 	reg := prometheus.NewRegistry()
-	met := metrics.New(reg, "test")
-	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	clock := tokencache.RealClock{}
-	key := tokencache.StaticKey(tokencache.NewSecret(Key))
-	var shared tokencache.Shared
-	var compileOpts []policy.CompileOption
-	if o.RedisAddr != "" || o.RateLimitRedisAddr != "" {
-		rc := tokencache.NewRedisClient(cfg.Redis, "")
-		t.Cleanup(func() { _ = rc.Close() })
-		compileOpts = append(compileOpts, policy.WithRedis(rc, met, log.Named("ratelimit")),
-			policy.WithRedisTimeout(o.RateLimitTimeout))
-		if o.RedisAddr != "" {
-			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: rc, KeyPrefix: cfg.Redis.KeyPrefix,
-				Key: key, Clock: clock, OpTimeout: 500 * time.Millisecond})
-		}
-	}
-	tokens := tokencache.NewManager(tokencache.Options{
-		Shared:        shared,
-		LeaseTTL:      2 * time.Second,
-		Fetcher:       tokencache.NewClient(up.URL, tr, o.UpstreamTimeout, key, clock),
-		Clock:         clock,
-		RefreshBefore: cfg.Token.RefreshBefore,
-		RetryMin:      cfg.Token.RetryMin,
-		RetryMax:      cfg.Token.RetryMax,
-		Metrics:       met,
-		Logger:        log.Named("token"),
+	// The same assembly as faxgate serve; only timings that are not
+	// configuration are shortened, so outages show in milliseconds.
+	gw, err := gateway.New(cfg, gateway.Deps{
+		Logs: gl, Registry: reg, Clock: tokencache.RealClock{}, Version: "test",
+		Getenv: func(k string) (string, bool) {
+			if k == "FG_TEST_KEY" {
+				return Key, true
+			}
+			return "", false
+		},
+		TokenLeaseTTL:    2 * time.Second,
+		RedisOpTimeout:   500 * time.Millisecond,
+		RateLimitTimeout: o.RateLimitTimeout,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); tokens.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	rules, err := policy.Compile(cfg, time.Now, compileOpts...)
 	if err != nil {
-		t.Fatalf("rules: %v", err)
+		t.Fatalf("gateway: %v", err)
 	}
-	base, _ := url.Parse(up.URL)
-	handler := proxy.New(proxy.Options{
-		Upstream: base, Transport: tr, Tokens: tokens, Rules: rules,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
-		UpstreamTimeout: cfg.Upstream.Timeout, Metrics: met, Logger: log,
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- gw.Run(context.Background(), gateway.RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }})
+	}()
+	var a [2]string
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("gateway did not start: %v", err)
 	}
-	srv := proxy.NewServer(handler, proxy.ServerOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout: cfg.Server.IdleTimeout, Logger: log})
-	go func() { _ = srv.Serve(proxy.WrapListener(ln)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { _ = gw.Close(); <-done })
 
-	g := &Gateway{URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), Sim: sim, Upstream: up,
-		Handler: handler, Server: srv, Tokens: tokens, Registry: reg, Metrics: met, Config: cfg, logs: logs}
+	g := &Gateway{URL: "http://" + a[0], Addr: a[0], AdminURL: "http://" + a[1], Sim: sim, Upstream: up,
+		Gateway: gw, Handler: gw.Handler, Tokens: gw.Tokens, Registry: reg, Metrics: gw.Metrics, Config: cfg, logs: logs}
 	ctr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
 	t.Cleanup(ctr.CloseIdleConnections)
 	g.Client = &http.Client{Transport: ctr, Timeout: 30 * time.Second}
 	if !o.NoWait {
 		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer wcancel()
-		if _, err := tokens.Token(wctx); err != nil {
+		if _, err := gw.Tokens.Token(wctx); err != nil {
 			t.Fatalf("no first token: %v", err)
 		}
 	}

@@ -1,20 +1,21 @@
-package main
+package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/background"
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/filedigest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
+	"github.com/faxgate/faxgate/tokencache"
 )
 
 // reloadable are the sections a running gateway applies without a restart
@@ -29,28 +30,53 @@ type reloader struct {
 	path    string
 	getenv  func(string) (string, bool)
 	running *config.Config // what is applied now
-	compile func(cfg *config.Config, prev *policy.Rules) (*policy.Rules, error)
+	compile compileFunc
 	handler *proxy.Handler
 	level   zap.AtomicLevel
 	met     *metrics.Metrics
 	log     *zap.Logger
-	digest  [32]byte
+	clock   tokencache.Clock
+	digest  filedigest.Digest
+}
+
+// newReloader starts from the file's content as it is now, so a change made
+// before the loop first polls is still seen.
+func newReloader(g *Gateway, path string) *reloader {
+	rl := &reloader{path: path, getenv: g.deps.Getenv, running: g.cfg, compile: g.compile, handler: g.Handler,
+		level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"), clock: g.deps.Clock}
+	rl.digest, _ = filedigest.Of(path)
+	return rl
 }
 
 // run reloads on every signal from hup and whenever the file's content
-// changes (polled every interval), until ctx ends.
+// changes (polled every interval), until ctx ends. A panic outside a reload
+// (a broken clock, say) restarts the loop one interval later: without it,
+// SIGHUP would silently stop working.
 func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
-	rl.digest, _ = digestFile(rl.path)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	background.Loop(ctx, rl.log, "config_reload", func(ctx context.Context) bool {
+		t := rl.clock.NewTimer(interval)
+		defer t.Stop()
 		select {
 		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		}
+	}, func(ctx context.Context) { rl.poll(ctx, hup, interval) })
+}
+
+func (rl *reloader) poll(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
+	for {
+		t := rl.clock.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-hup:
+			t.Stop()
 			rl.reload("signal")
-		case <-t.C:
-			d, err := digestFile(rl.path)
+		case <-t.C():
+			d, err := filedigest.Of(rl.path)
 			if err == nil && d != rl.digest {
 				rl.reload("file change")
 			}
@@ -58,17 +84,23 @@ func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.
 	}
 }
 
-func digestFile(path string) ([32]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return [32]byte{}, err
+// reload applies the file if it is valid; an invalid file changes nothing.
+// A panic while loading or compiling (a bug, since both are meant to return
+// errors) is logged with its stack and treated like an invalid file: the
+// running configuration stays, and the next signal or change tries again.
+func (rl *reloader) reload(trigger string) {
+	panicked := false
+	func() {
+		defer background.Guard(rl.log, "config_reload", "the running configuration stays in force", &panicked)
+		rl.tryReload(trigger)
+	}()
+	if panicked {
+		rl.met.ConfigReload.WithLabelValues("error").Inc()
 	}
-	return sha256.Sum256(b), nil
 }
 
-// reload applies the file if it is valid; an invalid file changes nothing.
-func (rl *reloader) reload(trigger string) {
-	rl.digest, _ = digestFile(rl.path)
+func (rl *reloader) tryReload(trigger string) {
+	rl.digest, _ = filedigest.Of(rl.path)
 	cfg, err := config.Load(rl.path, rl.getenv)
 	if err == nil {
 		var rules *policy.Rules

@@ -1,0 +1,260 @@
+// Package gateway assembles faxgate from its parts: the one place where a
+// configuration becomes a running gateway. faxgate serve, faxgate demo and
+// the test harness (internal/gatewaytest) all build it with New and run it
+// with Run, so what the tests exercise is what production runs.
+//
+// The split follows blackbox_exporter's config/prober one: internal/config
+// decides what is valid, the parts (proxy, policy, tokencache, metrics) do
+// the work, and this package only wires them, with every process-level thing
+// (loggers, registry, clock, environment) handed in through Deps.
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/redisconn"
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/proxy"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// keyWatchEvery is how often upstream.api_key_file is checked for a rotation.
+const keyWatchEvery = 5 * time.Second
+
+// Deps are what a gateway takes from the process rather than from its
+// configuration. Nothing in the gateway reaches for a global instead.
+type Deps struct {
+	// Logs are the loggers (NewLogs). Zero value: nothing is logged.
+	Logs Logs
+	// Registry receives the gateway's metrics and is what the admin
+	// listener's /metrics serves: a private registry, never the default one.
+	// The caller adds process collectors if it wants them. Required.
+	Registry *prometheus.Registry
+	// Clock drives token renewal, the key-file watcher, the config file
+	// polling and the rate limiters. Default tokencache.RealClock{}.
+	Clock tokencache.Clock
+	// Getenv resolves upstream.api_key_env, redis.password_env, and the
+	// ${VAR} references of a reloaded config file. Required.
+	Getenv func(string) (string, bool)
+	// Version is the version label of faxgate_build_info.
+	Version string
+
+	// The rest tune timings that are not configuration; zero keeps the
+	// production value. Tests shorten them so an outage is seen in
+	// milliseconds.
+
+	// TokenLeaseTTL is tokencache.Options.LeaseTTL.
+	TokenLeaseTTL time.Duration
+	// RedisOpTimeout is tokencache.RedisOptions.OpTimeout.
+	RedisOpTimeout time.Duration
+	// RateLimitTimeout bounds one shared rate-limit decision (policy.WithRedisTimeout).
+	RateLimitTimeout time.Duration
+}
+
+// Gateway is an assembled gateway: built by New, served by Run.
+type Gateway struct {
+	// Handler is the proxy's request path; its rules are swapped by reloads.
+	Handler *proxy.Handler
+	// Tokens holds and renews the upstream token.
+	Tokens *tokencache.Manager
+	// Metrics are the gateway's metrics, registered on Deps.Registry.
+	Metrics *metrics.Metrics
+
+	cfg       *config.Config
+	deps      Deps
+	log       Logs
+	transport *http.Transport
+	redis     redis.UniversalClient // nil without token.store or rate_limit.backend redis
+	keyWatch  *tokencache.KeyWatcher
+	compile   compileFunc
+	admin     http.Handler
+	draining  atomic.Bool
+
+	mu      sync.Mutex
+	servers []*http.Server // while Run serves, for Close
+	closed  bool
+
+	releaseOnce sync.Once
+}
+
+// compileFunc builds the request rules of a config; prev is the rules in
+// force, whose rate-limit state carries over a reload.
+type compileFunc func(cfg *config.Config, prev *policy.Rules) (*policy.Rules, error)
+
+// New assembles the gateway described by cfg (already validated by
+// config.Load or config.Parse). It resolves the secrets the config names,
+// builds the upstream transport, the shared Redis connection, the token
+// manager, the rules and the proxy handler, and starts nothing: no
+// goroutine, no listener, no upstream call until Run. An error is a failed
+// start and says which setting caused it.
+func New(cfg *config.Config, d Deps) (*Gateway, error) {
+	if d.Registry == nil {
+		return nil, fmt.Errorf("gateway: Deps.Registry is required")
+	}
+	if d.Getenv == nil {
+		return nil, fmt.Errorf("gateway: Deps.Getenv is required")
+	}
+	if d.Clock == nil {
+		d.Clock = tokencache.RealClock{}
+	}
+	logs := d.Logs.orNop()
+	log := logs.Logger
+	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: metrics.New(d.Registry, d.Version)}
+
+	key, err := keySource(cfg.Upstream, d.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if g.transport, err = proxy.NewTransport(cfg.Upstream); err != nil {
+		return nil, err
+	}
+	base, err := url.Parse(cfg.Upstream.BaseURL)
+	if err != nil { // validated by config; kept so a caller skipping it fails cleanly
+		return nil, fmt.Errorf("upstream.base_url: %w", err)
+	}
+
+	// One Redis connection serves the token store and the rate limiter.
+	var shared tokencache.Shared
+	var compileOpts []policy.CompileOption
+	if cfg.Token.Store == "redis" || cfg.RateLimit.Backend == "redis" {
+		password, err := redisPassword(cfg.Redis, d.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		g.redis = redisconn.New(cfg.Redis, password)
+		compileOpts = append(compileOpts, policy.WithRedis(g.redis, g.Metrics, log.Named("ratelimit")))
+		if d.RateLimitTimeout > 0 {
+			compileOpts = append(compileOpts, policy.WithRedisTimeout(d.RateLimitTimeout))
+		}
+		if cfg.Token.Store == "redis" {
+			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
+				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), OnError: func(err error) {
+					g.Metrics.TokenStoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
+				}})
+		}
+	}
+
+	var keyChanged <-chan struct{}
+	if cfg.Upstream.APIKeyFile != "" {
+		g.keyWatch = tokencache.NewKeyWatcher(cfg.Upstream.APIKeyFile, keyWatchEvery, d.Clock, log.Named("token"))
+		keyChanged = g.keyWatch.Changed()
+	}
+	g.Tokens = tokencache.NewManager(tokencache.Options{
+		Shared:        shared,
+		KeyChanged:    keyChanged,
+		LeaseTTL:      d.TokenLeaseTTL,
+		Fetcher:       tokencache.NewClient(cfg.Upstream.BaseURL, g.transport, cfg.Upstream.Timeout, key, d.Clock),
+		Clock:         d.Clock,
+		RefreshBefore: cfg.Token.RefreshBefore,
+		RetryMin:      cfg.Token.RetryMin,
+		RetryMax:      cfg.Token.RetryMax,
+		Metrics:       g.Metrics,
+		Logger:        log.Named("token"),
+	})
+
+	g.compile = func(c *config.Config, prev *policy.Rules) (*policy.Rules, error) {
+		return policy.Compile(c, d.Clock.Now, append(compileOpts, policy.WithPrevious(prev))...)
+	}
+	rules, err := g.compile(cfg, nil)
+	if err != nil {
+		g.release()
+		return nil, err
+	}
+	g.Metrics.ConfigLastReload.SetToCurrentTime()
+	g.Handler = proxy.New(proxy.Options{
+		Upstream:        base,
+		Transport:       g.transport,
+		Tokens:          g.Tokens,
+		Rules:           rules,
+		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
+		ReadTimeout:     cfg.Server.ReadTimeout,
+		UpstreamTimeout: cfg.Upstream.Timeout,
+		Metrics:         g.Metrics,
+		Logger:          log,
+		// MERGE(issue 8 part 1): add the line `AuditLogger: logs.Audit,` here once proxy.Options has the field.
+	})
+	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready)
+	return g, nil
+}
+
+// Config is the configuration the gateway was built with. A reload changes
+// the rules, not this value.
+func (g *Gateway) Config() *config.Config { return g.cfg }
+
+// Admin is the admin listener's handler: /metrics, /healthz, /readyz and,
+// when enabled, /debug/pprof/ (contract section 8).
+func (g *Gateway) Admin() http.Handler { return g.admin }
+
+// ready is /readyz: not ready while draining, else as ready as the token.
+func (g *Gateway) ready() (bool, string) {
+	if g.draining.Load() {
+		return false, "shutting down"
+	}
+	return g.Tokens.Ready()
+}
+
+// Close stops a gateway at once: open connections are cut, a running Run
+// returns (without waiting out the drain budget), and the Redis connection
+// and idle upstream connections are closed. Use it for a gateway that was
+// built but not run, and in tests; faxgate serve stops by ending Run's
+// context, which drains.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	servers := g.servers
+	g.mu.Unlock()
+	for _, s := range servers {
+		_ = s.Close()
+	}
+	g.release()
+	return nil
+}
+
+// release frees what New acquired; Run and Close both call it.
+func (g *Gateway) release() {
+	g.releaseOnce.Do(func() {
+		if g.redis != nil {
+			_ = g.redis.Close()
+		}
+		g.transport.CloseIdleConnections()
+	})
+}
+
+// keySource resolves upstream.api_key_file / api_key_env. The file is
+// re-read at every renewal; the variable is read once, here.
+func keySource(u config.Upstream, getenv func(string) (string, bool)) (tokencache.KeyFunc, error) {
+	if u.APIKeyFile != "" {
+		k := tokencache.FileKey(u.APIKeyFile)
+		if _, err := k(); err != nil {
+			return nil, fmt.Errorf("upstream.api_key_file: %w", err)
+		}
+		return k, nil
+	}
+	v, ok := getenv(u.APIKeyEnv)
+	if !ok || v == "" {
+		return nil, fmt.Errorf("upstream.api_key_env: environment variable %q is not set", u.APIKeyEnv)
+	}
+	return tokencache.StaticKey(tokencache.NewSecret(v)), nil
+}
+
+// redisPassword resolves redis.password_env ("" when none is named).
+func redisPassword(c config.Redis, getenv func(string) (string, bool)) (string, error) {
+	if c.PasswordEnv == "" {
+		return "", nil
+	}
+	v, ok := getenv(c.PasswordEnv)
+	if !ok {
+		return "", fmt.Errorf("redis.password_env: environment variable %q is not set", c.PasswordEnv)
+	}
+	return v, nil
+}

@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/proxy"
+)
+
+// defaultReloadEvery is how often the config file is checked for changes.
+const defaultReloadEvery = 2 * time.Second
+
+// RunOptions are what Run takes from its caller beyond the configuration.
+type RunOptions struct {
+	// ConfigPath is the file to reload on Reload and on change; "" for none
+	// (faxgate demo, tests that build the config in memory).
+	ConfigPath string
+	// Reload delivers SIGHUP: reload the config file now.
+	Reload <-chan struct{}
+	// ReloadEvery is how often the file's content is checked for changes.
+	// Default 2s.
+	ReloadEvery time.Duration
+	// Ready, when set, receives the bound addresses once the gateway serves.
+	Ready func(proxyAddr, adminAddr string)
+}
+
+// Run binds server.listen and admin.listen, starts the background loops
+// (token renewal, key-file watcher, config reloader) and serves until ctx
+// ends, then drains (contract section 9): /readyz turns 503 at once, no new
+// connection is accepted, and requests in flight get server.shutdown_timeout
+// to finish. It returns nil after a clean drain, and an error when a
+// listener fails or the drain budget ran out. Run is called once.
+func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
+	defer g.release()
+	cfg, log := g.cfg, g.log.Logger
+
+	pln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy listener: %w", err)
+	}
+	aln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		pln.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	psrv := proxy.NewServer(g.Handler, proxy.ServerOptions{
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		Logger:            log,
+	})
+	asrv := &http.Server{Handler: g.admin, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: zap.NewStdLog(log.Named("admin"))}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		pln.Close()
+		aln.Close()
+		return nil
+	}
+	g.servers = []*http.Server{psrv, asrv}
+	g.mu.Unlock()
+
+	// The loops outlive ctx by the drain: tokens must keep flowing to the
+	// requests still in flight.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var loops sync.WaitGroup
+	defer func() { stopLoops(); loops.Wait() }()
+	goLoop := func(f func(context.Context)) {
+		loops.Add(1)
+		go func() { defer loops.Done(); f(loopCtx) }()
+	}
+	goLoop(g.Tokens.Run)
+	if g.keyWatch != nil {
+		goLoop(g.keyWatch.Run)
+	}
+	if o.ConfigPath != "" {
+		every := o.ReloadEvery
+		if every <= 0 {
+			every = defaultReloadEvery
+		}
+		rl := newReloader(g, o.ConfigPath)
+		goLoop(func(ctx context.Context) { rl.run(ctx, o.Reload, every) })
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- psrv.Serve(proxy.WrapListener(pln)) }()
+	go func() { errc <- asrv.Serve(aln) }()
+	log.Info("faxgate serving", zap.String("proxy", pln.Addr().String()), zap.String("admin", aln.Addr().String()),
+		zap.String("version", g.deps.Version))
+	if o.Ready != nil {
+		o.Ready(pln.Addr().String(), aln.Addr().String())
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	// Drain: not ready at once, stop accepting, let in-flight requests
+	// finish within shutdown_timeout.
+	g.draining.Store(true)
+	log.Info("shutting down", zap.Duration("drain_budget", cfg.Server.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	drainErr := psrv.Shutdown(sctx)
+	if drainErr != nil {
+		_ = psrv.Close()
+	}
+	_ = asrv.Shutdown(sctx)
+	stopLoops()
+	loops.Wait()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	if drainErr != nil {
+		return fmt.Errorf("drain budget of %v ran out with requests in flight", cfg.Server.ShutdownTimeout)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/faxgate/faxgate/internal/config"
+)
+
+// NewTransport builds the upstream transport of the upstream section. It is
+// tuned for one upstream host: every idle connection may go to it,
+// compression is left to the caller (bodies are relayed unchanged), and no
+// proxy is taken from the environment (packages never read it; an
+// HTTPS_PROXY meant for something else must not reroute the API key). The
+// token client shares it, so token calls reuse the proxy's connections.
+func NewTransport(u config.Upstream) (*http.Transport, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if u.CAFile != "" {
+		pem, err := os.ReadFile(u.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.ca_file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("upstream.ca_file: no PEM certificate in %s", u.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          u.MaxIdleConns,
+		MaxIdleConnsPerHost:   u.MaxIdleConns,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}, nil
+}
