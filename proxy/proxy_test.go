@@ -255,7 +255,7 @@ func TestNumbersDeletePolicy(t *testing.T) {
 		t.Fatalf("audit lines = %d, want one per numbers.delete request (14)", len(audits))
 	}
 	last := audits[len(audits)-1]
-	if last["decision"] != "allowed" || last["caller"] != "ops" || last["number_id"] != "num_1001" || last["order_id"] != "ord_5001" {
+	if last["decision"] != "forwarded" || last["caller"] != "ops" || last["number_id"] != "num_1001" || last["order_id"] != "ord_5001" {
 		t.Fatalf("audit line of the allowed delete = %v", last)
 	}
 	if first := audits[0]; first["decision"] != "denied" || first["reason"] != "forbidden" || first["caller"] != "svc" {
