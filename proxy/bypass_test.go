@@ -293,6 +293,9 @@ func untrustedAttacks() []attack {
 		// URL rewrite headers, plain and as hop-by-hop.
 		{name: "X-Original-URL", raw: post(list, `{}`, "X-Original-URL: /v1/numbers/delete"), want: ok, forward: list},
 		{name: "X-Rewrite-URL", raw: post(list, `{}`, "X-Rewrite-URL: /v1/numbers/delete"), want: ok, forward: list},
+		{name: "X-Override-URL", raw: post(list, `{}`, "X-Override-URL: /v1/numbers/delete"), want: ok, forward: list},
+		{name: "caller credentials in Api-Key, X-Auth-Token, X-Access-Token", raw: post(list, `{}`, "Api-Key: caller-key",
+			"X-Auth-Token: caller-token", "X-Access-Token: caller-token", "X-Api-Key: caller-key"), want: ok, forward: list},
 		{name: "X-Original-URL to auth", raw: post(list, `{}`, "X-Original-URL: /v1/auth"), want: ok, forward: list},
 		{name: "X-Forwarded-Uri and -Prefix", raw: post(list, `{}`, "X-Forwarded-Uri: /v1/numbers/delete", "X-Forwarded-Prefix: /v1/numbers/delete"), want: ok, forward: list},
 		{name: "X-Original-URL named in Connection", raw: post(list, `{}`, "Connection: close, X-Original-URL", "X-Original-URL: /v1/numbers/delete"), want: ok, forward: list},
@@ -605,7 +608,8 @@ func checkAnswer(t *testing.T, i int, got response, w reply) {
 func checkForwardedHeaders(t *testing.T, r faxsim.Recorded) {
 	t.Helper()
 	for _, h := range []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url",
-		"X-Rewrite-Url", "X-Faxgate-Caller", "X-Forwarded-Client-Cert", "X-Faxgate-Confirm", "X-Forwarded-Uri",
+		"X-Rewrite-Url", "X-Override-Url", "Api-Key", "X-Api-Key", "X-Auth-Token", "X-Access-Token",
+		"X-Faxgate-Caller", "X-Forwarded-Client-Cert", "X-Faxgate-Confirm", "X-Forwarded-Uri",
 		"X-Forwarded-Prefix", "Connection", "Trailer", "Transfer-Encoding", "X-Faxgate-Both-Te"} {
 		if v, ok := r.Header[h]; ok {
 			t.Errorf("the upstream received %s: %q", h, v)
