@@ -57,7 +57,7 @@ func (s *scriptConn) Read(p []byte) (int, error) {
 }
 
 func newSniffer(steps []step, bufSize int) *framingConn {
-	return &framingConn{Conn: &scriptConn{steps: steps}, buf: make([]byte, bufSize)}
+	return newFramingConn(&scriptConn{steps: steps}, bufSize)
 }
 
 // split cuts in into pieces of size bytes (the whole input when size <= 0).
@@ -575,23 +575,31 @@ func TestRefusedFramingConsumesLargeBodiesAndHeads(t *testing.T) {
 		name  string
 		parts []string
 		ok    int // requests answered 200 before the refused one
+		// refusal is the refused one's status line and error code: 400
+		// invalid_request unless set. A head over 32 KiB is refused as such
+		// before its framing is looked at.
+		refusal, code string
 	}{
-		{"CL and TE, big body", []string{post + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
-		{"TE gzip and CL, big body", []string{post + "Transfer-Encoding: gzip\r\n" + cl + "\r\n" + body + smuggled}, 0},
-		{"20 KiB head, CL and TE", []string{post + pad(20<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
-		{"40 KiB head, CL and TE", []string{post + pad(40<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
+		{"CL and TE, big body", []string{post + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0, "", ""},
+		{"TE gzip and CL, big body", []string{post + "Transfer-Encoding: gzip\r\n" + cl + "\r\n" + body + smuggled}, 0, "", ""},
+		{"20 KiB head, CL and TE", []string{post + pad(20<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0, "", ""},
+		{"40 KiB head, CL and TE", []string{post + pad(40<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0,
+			"431 ", "headers_too_large"},
 		{"folded CL first", []string{post + "Content-Length:\r\n 2\r\n\r\n{}" +
-			post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1},
+			post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1, "", ""},
 		{"CRLF after a POST, then a head in pieces", []string{smuggled + "\r\nPO", "ST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-",
-			"Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1},
+			"Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := forwarded(sim)
 			out := rawExchange(t, addr, tc.parts...)
+			if tc.refusal == "" {
+				tc.refusal, tc.code = "400 ", "invalid_request"
+			}
 			answers := strings.Split(out, "HTTP/1.1 ")[1:]
-			if len(answers) != tc.ok+1 || !strings.HasPrefix(answers[tc.ok], "400 ") ||
-				!strings.Contains(answers[tc.ok], `"error":"invalid_request"`) {
-				t.Fatalf("answers = %.600q, want %d times 200, then 400 invalid_request and the connection closed", out, tc.ok)
+			if len(answers) != tc.ok+1 || !strings.HasPrefix(answers[tc.ok], tc.refusal) ||
+				!strings.Contains(answers[tc.ok], `"error":"`+tc.code+`"`) {
+				t.Fatalf("answers = %.600q, want %d times 200, then %s%s and the connection closed", out, tc.ok, tc.refusal, tc.code)
 			}
 			if got := forwarded(sim) - before; got != tc.ok {
 				t.Fatalf("the upstream received %d requests, want %d", got, tc.ok)
@@ -640,7 +648,7 @@ func BenchmarkFramingConn(b *testing.B) {
 		{"1MiB CL body", "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20), false},
 		{"small pipelined", small.String(), false},
 		// A head arriving a byte per read must not be rescanned per byte.
-		{"64KiB head trickled", "GET / HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 64<<10) + "\r\n\r\n", true},
+		{"31KiB head trickled", "GET / HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 31<<10) + "\r\n\r\n", true},
 	}
 	for _, s := range streams {
 		for _, mode := range []string{"plain", "sniffed"} {
@@ -652,7 +660,7 @@ func BenchmarkFramingConn(b *testing.B) {
 				for b.Loop() {
 					var c net.Conn = &memConn{data: data, trickle: s.trickle}
 					if mode == "sniffed" {
-						c = &framingConn{Conn: c, buf: make([]byte, sniffBufSize)}
+						c = newFramingConn(c, sniffBufSize)
 					}
 					for {
 						if _, err := c.Read(p); err != nil {
