@@ -412,6 +412,7 @@ func (c *framingConn) refuse(code string, line []byte) {
 func standIn(code string, line []byte) []byte {
 	method, target := []byte("GET"), []byte("*")
 	if line != nil {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 		m, rest, _ := bytes.Cut(line, []byte(" "))
 		t, _, _ := bytes.Cut(rest, []byte(" "))
 		if validMethod(m) && validTarget(t) {
@@ -436,9 +437,13 @@ func validMethod(m []byte) bool {
 	return true
 }
 
-// validTarget: an origin-form target that Go's server parses, so that the
-// stand-in request is never refused by the server before the handler runs.
+// validTarget: an origin-form (or asterisk-form) target that Go's server
+// parses, so that the stand-in request is never refused by the server
+// before the handler runs.
 func validTarget(t []byte) bool {
+	if string(t) == "*" {
+		return true
+	}
 	if len(t) == 0 || len(t) > 8<<10 || t[0] != '/' {
 		return false
 	}
