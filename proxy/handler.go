@@ -112,11 +112,8 @@ type exchange struct {
 	auditRoute string
 	// auditIDs: the audit line carries number_id and order_id.
 	auditIDs bool
-	// bodyReadable: the head passed the checks that let the body be read
-	// (framing, size, version); a refusal may still read it for the audit.
-	bodyReadable bool
-	numberID     string
-	orderID      string
+	numberID string
+	orderID  string
 }
 
 type exchangeKey struct{}
@@ -190,7 +187,6 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		w.Header().Set("Connection", "close")
 		return errHeadersTooLarge
 	}
-	ex.bodyReadable = true
 	if !identified {
 		return errUnidentified
 	}
@@ -221,7 +217,6 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		}
 	}
 	if r.ContentLength > h.opts.MaxBodyBytes {
-		ex.bodyReadable = false
 		w.Header().Set("Connection", "close")
 		return errBodyTooLarge
 	}
@@ -507,8 +502,12 @@ func (h *Handler) auditValue(v string) string {
 // be too large, when the body was already read, or when the caller waits for
 // 100 Continue: asking for a body only to refuse it would contradict that.
 func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange) {
-	if !ex.auditIDs || !ex.bodyReadable || ex.body.rc != nil || ex.buffered != nil ||
-		r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > retryBufferMax {
+	if !ex.auditIDs || ex.body.rc != nil || ex.buffered != nil ||
+		r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > retryBufferMax ||
+		r.ContentLength > h.opts.MaxBodyBytes {
+		return
+	}
+	if sniffedRefusal(r) != nil || !supportedVersion(r) || framingRejected(r) || headerBytes(r) > maxHeaderBytes {
 		return
 	}
 	if ascii.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue") {
