@@ -97,7 +97,6 @@ type exchange struct {
 	route          string
 	method         string
 	target         policy.Target
-	status         int
 	code           string // contract error code when the gateway answered
 	upstreamStatus int
 	body           requestBody
