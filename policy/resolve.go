@@ -33,7 +33,20 @@ type Target struct {
 // percent-decoded: a decoded path is not the path the upstream receives.
 // Anything ambiguous is refused with 400 invalid_path rather than cleaned,
 // so that the route decided on here is the route the upstream serves.
+//
+// The proxy resolves through Rules.Resolve, which also refuses unmatched
+// paths below a sensitive route's path; Table.Resolve knows no policy.
 func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
+	tgt, err := t.resolve(method, requestURI)
+	if err == nil && tgt.Route == RouteUnmatched && t.unmatchedDeny {
+		return Target{}, unknownRoute("no route for this path")
+	}
+	return tgt, err
+}
+
+// resolve is Resolve without routes.unmatched: deny, so that Rules.Resolve
+// can refuse a path below a sensitive route with 403 whatever that setting.
+func (t *Table) resolve(method, requestURI string) (Target, *Error) {
 	if requestURI == "" {
 		return Target{}, unknownRoute("empty request-target")
 	}
@@ -83,9 +96,6 @@ func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
 			}
 			return Target{Route: rt.name, Path: rt.build(p), RawQuery: q, MethodOK: ok}, nil
 		}
-	}
-	if t.unmatchedDeny {
-		return Target{}, unknownRoute("no route for this path")
 	}
 	if !strings.HasPrefix(p, "/v1") {
 		p = "/v1" + p[len("/v1"):]

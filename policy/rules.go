@@ -19,6 +19,9 @@ type Rules struct {
 	// AuthShim answers POST /v1/auth locally (policy.auth_endpoint: shim)
 	// instead of refusing it; it is never forwarded either way.
 	AuthShim bool
+
+	// below holds the sensitive routes' paths, for Resolve.
+	below *sensitivePaths
 }
 
 // Compile builds the rules of cfg. now is the rate limiters' clock. With
@@ -48,5 +51,6 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 
 		IdentityHeader: cfg.Callers.IdentityHeader,
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
+		below:          newSensitivePaths(table, pol),
 	}, nil
 }

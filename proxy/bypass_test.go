@@ -103,8 +103,22 @@ const (
 )
 
 func gw(status int, code string) reply { return reply{status, byGateway, code} }
-func relayed(status int) reply         { return reply{status: status, from: byUpstream} }
-func goServer(status int) reply        { return reply{status: status, from: byGoServer} }
+
+var (
+	badLine    = []reply{gw(400, "invalid_request")}
+	badVersion = []reply{gw(505, "http_version_not_supported")}
+	tooLarge   = []reply{gw(431, "headers_too_large")}
+)
+
+// exactHead pads the head of the request raw with an X-Pad field so that
+// the head, up to and including its empty line, is exactly n bytes.
+func exactHead(raw string, n int) string {
+	head, body, _ := strings.Cut(raw, "\r\n\r\n")
+	pad := n - len(head) - len("\r\nX-Pad: ") - len("\r\n\r\n")
+	return head + "\r\nX-Pad: " + strings.Repeat("p", pad) + "\r\n\r\n" + body
+}
+func relayed(status int) reply  { return reply{status: status, from: byUpstream} }
+func goServer(status int) reply { return reply{status: status, from: byGoServer} }
 
 var shim = reply{status: 200, from: byShim}
 
@@ -248,8 +262,10 @@ func untrustedAttacks() []attack {
 		{name: "fragment hiding dot-dots", raw: post(list+"#/../../numbers/delete", deleteBody), want: badPath},
 		{name: "raw tab in the target", raw: post("/v1/numbers/delete\t", deleteBody), want: []reply{goServer(400)}},
 		{name: "raw NUL in the target", raw: post("/v1/numbers/delete\x00", deleteBody), want: []reply{goServer(400)}},
-		{name: "space inside the target", raw: post("/v1/numbers/ delete", deleteBody), want: []reply{goServer(400)}},
-		{name: "two spaces before the version", raw: post("/v1/numbers/delete ", deleteBody), want: []reply{goServer(400)}},
+		// A request line that is not METHOD target HTTP/x.y is answered when
+		// the line ends (contract section 5).
+		{name: "space inside the target", raw: post("/v1/numbers/ delete", deleteBody), want: badLine},
+		{name: "two spaces before the version", raw: post("/v1/numbers/delete ", deleteBody), want: badLine},
 		{name: "cyrillic e lookalike", raw: post("/v1/numbers/d\u0435lete", deleteBody), want: badPath},
 		{name: "fullwidth solidus", raw: post("/v1/numbers\uff0fdelete", deleteBody), want: badPath},
 		{name: "fullwidth letters", raw: post("/v1/\uff4e\uff55\uff4d\uff42\uff45\uff52\uff53/delete", deleteBody), want: badPath},
@@ -258,6 +274,15 @@ func untrustedAttacks() []attack {
 
 		// Case and one trailing slash resolve to the route; policy then denies it.
 		{name: "upper case", raw: post("/V1/NUMBERS/DELETE", deleteBody), want: forbidden},
+
+		// Unmatched paths below the sensitive route's path are refused, for
+		// every caller (ops from its own address included).
+		{name: "below the delete path", raw: post("/v1/numbers/delete/x", deleteBody), want: forbidden},
+		{name: "below the delete path, case and depth", raw: post("/V1/numbers/DELETE/x/y", deleteBody), want: forbidden},
+		{name: "below the delete path, trailing slash", raw: send("GET", "/v1/numbers/delete/x/", ""), want: forbidden},
+		{name: "below the delete path as the granted caller", from: "127.0.0.2",
+			raw: post("/v1/numbers/delete/num_1003", `{"number_id":"num_1003"}`, "X-Faxgate-Confirm: num_1003"), want: forbidden},
+		{name: "beside the delete path is unmatched", raw: post("/v1/numbers/deletex", `{}`), want: []reply{relayed(404)}, forward: "/v1/numbers/deletex"},
 		{name: "mixed case and trailing slash", raw: post("/v1/Numbers/Delete/", deleteBody), want: forbidden},
 		{name: "trailing slash", raw: post("/v1/numbers/delete/", deleteBody), want: forbidden},
 		{name: "empty query", raw: post("/v1/numbers/delete?", deleteBody), want: forbidden},
@@ -293,6 +318,9 @@ func untrustedAttacks() []attack {
 		// URL rewrite headers, plain and as hop-by-hop.
 		{name: "X-Original-URL", raw: post(list, `{}`, "X-Original-URL: /v1/numbers/delete"), want: ok, forward: list},
 		{name: "X-Rewrite-URL", raw: post(list, `{}`, "X-Rewrite-URL: /v1/numbers/delete"), want: ok, forward: list},
+		{name: "X-Override-URL", raw: post(list, `{}`, "X-Override-URL: /v1/numbers/delete"), want: ok, forward: list},
+		{name: "caller credentials in Api-Key, X-Auth-Token, X-Access-Token", raw: post(list, `{}`, "Api-Key: caller-key",
+			"X-Auth-Token: caller-token", "X-Access-Token: caller-token", "X-Api-Key: caller-key"), want: ok, forward: list},
 		{name: "X-Original-URL to auth", raw: post(list, `{}`, "X-Original-URL: /v1/auth"), want: ok, forward: list},
 		{name: "X-Forwarded-Uri and -Prefix", raw: post(list, `{}`, "X-Forwarded-Uri: /v1/numbers/delete", "X-Forwarded-Prefix: /v1/numbers/delete"), want: ok, forward: list},
 		{name: "X-Original-URL named in Connection", raw: post(list, `{}`, "Connection: close, X-Original-URL", "X-Original-URL: /v1/numbers/delete"), want: ok, forward: list},
@@ -351,9 +379,29 @@ func untrustedAttacks() []attack {
 
 		// Request-line versions and line endings.
 		{name: "HTTP/1.0", raw: strings.Replace(post("/v1/numbers/delete", deleteBody, noClose), "HTTP/1.1", "HTTP/1.0", 1), want: forbidden},
-		{name: "HTTP/0.9 simple request", raw: "GET /v1/numbers/delete\r\n\r\n", want: []reply{goServer(400)}},
-		{name: "HTTP/0.9 version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/0.9", 1), want: []reply{goServer(505)}},
-		{name: "HTTP/2.0 version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/2.0", 1), want: []reply{goServer(505)}},
+		{name: "HTTP/0.9 simple request", raw: "GET /v1/numbers/delete\r\n\r\n", want: badLine},
+		// No head end ever follows: the answer must come when the line
+		// ends, not at read_header_timeout (runAttack times the exchange).
+		{name: "request line without a version, then silence", raw: "GET /v1/numbers/delete\r\n", want: badLine},
+		{name: "POST without a version, with a body", raw: strings.Replace(post("/v1/numbers/delete", deleteBody, noClose), " HTTP/1.1", "", 1), want: badLine},
+		{name: "lower-case version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "http/1.1", 1), want: badLine},
+		{name: "version with two minor digits", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/1.10", 1), want: badLine},
+		{name: "HTTP/0.9 version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/0.9", 1), want: badVersion},
+		{name: "HTTP/1.2 version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/1.2", 1), want: badVersion},
+		{name: "HTTP/2.0 version", raw: strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/2.0", 1), want: badVersion},
+		{name: "HTTP/2.0 version on an allowed path, no close", raw: strings.Replace(post(list, `{}`, noClose), "HTTP/1.1", "HTTP/2.0", 1) + post(list, `{}`), want: badVersion},
+		{name: "h2c prior-knowledge preface", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", want: badVersion},
+		{name: "HTTP/2.0 request pipelined after a good one", raw: post(list, `{}`, noClose) + strings.Replace(post("/v1/numbers/delete", deleteBody), "HTTP/1.1", "HTTP/2.0", 1),
+			want: []reply{relayed(200), gw(505, "http_version_not_supported")}, forward: list},
+
+		// Heads over 32 KiB get 431 in the envelope, whatever their size,
+		// and what follows them is never served.
+		{name: "40 KiB head", raw: post("/v1/numbers/delete", deleteBody, "X-Pad: "+strings.Repeat("p", 40<<10)), want: tooLarge},
+		{name: "200 KiB head, over Go's own limit", raw: post(list, `{}`, "X-Pad: "+strings.Repeat("p", 200<<10)), want: tooLarge},
+		{name: "64 KiB head that never ends", raw: "POST " + list + " HTTP/1.1\r\nHost: faxgate.test\r\nX-Pad: " + strings.Repeat("p", 64<<10), want: tooLarge},
+		{name: "40 KiB request line", raw: post("/v1/contacts/"+strings.Repeat("a", 40<<10), `{}`), want: tooLarge},
+		{name: "big head hiding a pipelined request", raw: post(list, `{}`, noClose, "X-Pad: "+strings.Repeat("p", 33<<10)) + post(list, `{}`), want: tooLarge},
+		{name: "head of exactly 32 KiB is served", raw: exactHead(post(list, `{}`), 32<<10), want: ok, forward: list},
 		{name: "bare LF line ends", raw: strings.ReplaceAll(post("/v1/numbers/delete", deleteBody), "\r\n", "\n"), want: forbidden},
 		// Go tolerates stray line ends only between requests, after a POST.
 		{name: "empty lines before the request line", raw: "\r\n\r\n" + post("/v1/numbers/delete", deleteBody), want: []reply{goServer(400)}},
@@ -476,6 +524,16 @@ func trustedAttacks() []attack {
 			want: []reply{gw(405, "method_not_allowed")}},
 		{name: "ops %2F", raw: deleteAs("/v1/numbers%2Fdelete"), want: []reply{gw(400, "invalid_path")}},
 		{name: "ops .json", raw: deleteAs("/v1/numbers/delete.json"), want: []reply{gw(400, "invalid_path")}},
+		{name: "ops below the delete path", raw: deleteAs("/v1/numbers/delete/num_1001"), want: forbidden},
+		{name: "ops below the delete path, upper case", raw: deleteAs("/V1/NUMBERS/DELETE/X/Y"), want: forbidden},
+		{name: "ops confirmed delete as HTTP/2.0", raw: strings.Replace(deleteAs("/v1/numbers/delete"), "HTTP/1.1", "HTTP/2.0", 1),
+			want: []reply{gw(505, "http_version_not_supported")}},
+		{name: "ops confirmed delete as HTTP/1.2", raw: strings.Replace(deleteAs("/v1/numbers/delete"), "HTTP/1.1", "HTTP/1.2", 1),
+			want: []reply{gw(505, "http_version_not_supported")}},
+		{name: "ops confirmed delete without a version", raw: strings.Replace(deleteAs("/v1/numbers/delete"), " HTTP/1.1", "", 1),
+			want: []reply{gw(400, "invalid_request")}},
+		{name: "ops confirmed delete behind a 40 KiB head", raw: deleteAs("/v1/numbers/delete", "X-Pad: "+strings.Repeat("p", 40<<10)),
+			want: []reply{gw(431, "headers_too_large")}},
 		{name: "ops confirmed delete smuggled after CL and TE", raw: post("/v1/contacts/list", "0\r\n\r\n"+smuggledDelete, noClose, "Content-Length: 5", "Transfer-Encoding: chunked"),
 			want: bad},
 	}
@@ -605,7 +663,8 @@ func checkAnswer(t *testing.T, i int, got response, w reply) {
 func checkForwardedHeaders(t *testing.T, r faxsim.Recorded) {
 	t.Helper()
 	for _, h := range []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url",
-		"X-Rewrite-Url", "X-Faxgate-Caller", "X-Forwarded-Client-Cert", "X-Faxgate-Confirm", "X-Forwarded-Uri",
+		"X-Rewrite-Url", "X-Override-Url", "Api-Key", "X-Api-Key", "X-Auth-Token", "X-Access-Token",
+		"X-Faxgate-Caller", "X-Forwarded-Client-Cert", "X-Faxgate-Confirm", "X-Forwarded-Uri",
 		"X-Forwarded-Prefix", "Connection", "Trailer", "Transfer-Encoding", "X-Faxgate-Both-Te"} {
 		if v, ok := r.Header[h]; ok {
 			t.Errorf("the upstream received %s: %q", h, v)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/url"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/faxgate/faxgate/internal/ascii"
 )
@@ -20,13 +23,30 @@ import (
 // framingMarker (same length, so no other byte moves). The server then frames
 // the message by Content-Length alone (or as bodiless), and the handler sees
 // the marker and refuses the request.
+//
+// The same reader answers three things Go's server would answer in plain
+// text, late, or not at all, where the contract wants the envelope at once
+// (sections 5 and 7): a request line that is not METHOD target HTTP/x.y
+// (Go sees it only once the head ends, which for "GET /path\r\n" may be
+// never), an HTTP version other than 1.0 and 1.1, and a head over 32 KiB
+// (which must not be buffered whole). For these it checks the request line
+// as soon as it ends and counts the held head; on a refusal it hands the
+// server, in place of the head and everything after it, a small stand-in
+// request carrying refusedMarker and the error code, and drops everything
+// after it. The handler answers the stand-in with the envelope and the
+// connection closes.
 
 const (
 	sniffBufSize = 16 << 10
-	// maxSniffHead bounds a held request head. Beyond it the reader stops
-	// interpreting and passes bytes through; the server's own header limit
-	// (well below this) rejects such a head and closes the connection.
-	maxSniffHead = 256 << 10
+	// maxSniffBuf bounds the sniffer's buffer: a held head is refused once
+	// it passes maxHeaderBytes, so it always fits.
+	maxSniffBuf = 2 * maxHeaderBytes
+	// lingerTimeout is how long a connection whose head was refused keeps
+	// reading (and dropping) what the client still sends after the answer,
+	// so that closing with unread data does not reset the connection before
+	// the client has read the answer. Go's server waits as long after its
+	// own early refusals.
+	lingerTimeout = 500 * time.Millisecond
 )
 
 type sniffState uint8
@@ -39,6 +59,7 @@ const (
 	stChunkCRLF                     // the line end after chunk data
 	stTrailer                       // trailer section after the last chunk
 	stPassthrough                   // gave up interpreting; the connection is dying anyway
+	stRefused                       // a stand-in request replaced the rest: drop what follows
 )
 
 // framingConn is a net.Conn whose reads go through the framing sniffer.
@@ -54,6 +75,12 @@ type framingConn struct {
 	remain   int64 // bytes left in a body or chunk
 	lineBuf  []byte
 	headSeen int // bytes of the held head already searched for its end
+	// lineChecked: the held head's request line ended and passed.
+	lineChecked bool
+
+	out       int64       // bytes returned by Read so far
+	refusedAt int64       // output offset of the stand-in request; -1 if none (for tests)
+	linger    atomic.Bool // Close must linger: a head was refused with bytes unread
 }
 
 // WrapListener makes every accepted connection pass through the framing sniffer.
@@ -66,7 +93,11 @@ func (l *framingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &framingConn{Conn: c, buf: make([]byte, sniffBufSize)}, nil
+	return newFramingConn(c, sniffBufSize), nil
+}
+
+func newFramingConn(c net.Conn, bufSize int) *framingConn {
+	return &framingConn{Conn: c, buf: make([]byte, bufSize), refusedAt: -1}
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
@@ -74,7 +105,11 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if c.r < c.ready {
 			n := copy(p, c.buf[c.r:c.ready])
 			c.r += n
+			c.out += int64(n)
 			return n, nil
+		}
+		if c.state == stRefused {
+			return c.discard()
 		}
 		if c.err != nil {
 			// Errors are reported once, not kept: the server aborts its
@@ -84,7 +119,7 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			var ne net.Error
 			if c.ready < c.end && !(errors.As(err, &ne) && ne.Timeout()) {
 				// The peer is gone with a head incomplete: hand it over as is.
-				c.ready, c.headSeen = c.end, 0
+				c.ready, c.headSeen, c.lineChecked = c.end, 0, false
 				c.err = err
 				continue
 			}
@@ -96,12 +131,13 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			c.r, c.ready, c.end = 0, 0, held
 		}
 		if c.end == len(c.buf) {
-			if len(c.buf) >= maxSniffHead {
-				c.state = stPassthrough
-				c.ready = c.end
+			if len(c.buf) >= maxSniffBuf {
+				// Cannot happen (scan refuses a head before it fills the
+				// buffer), but the bound on memory must not rest on that.
+				c.refuse(errHeadersTooLarge.code, nil)
 				continue
 			}
-			nb := make([]byte, 2*len(c.buf))
+			nb := make([]byte, min(2*len(c.buf), maxSniffBuf))
 			copy(nb, c.buf[:c.end])
 			c.buf = nb
 		}
@@ -116,7 +152,7 @@ func (c *framingConn) Read(p []byte) (int, error) {
 func (c *framingConn) scan() {
 	for c.ready < c.end {
 		switch c.state {
-		case stPassthrough:
+		case stPassthrough, stRefused:
 			c.ready = c.end
 		case stHead:
 			// Empty lines before a request line: nothing to hold. (Go's
@@ -131,6 +167,11 @@ func (c *framingConn) scan() {
 			// less two bytes for an end split across reads, and stop at
 			// the first empty line (searching the whole buffer for
 			// "\n\n" made every pipelined head cost the buffer's length).
+			//
+			// The first line end found while the request line is unchecked
+			// ends the request line (earlier searches saw none): it is
+			// checked there, once per head, so a line without a version is
+			// answered when it ends rather than when the head would.
 			stop := -1
 			for k := c.ready + max(c.headSeen-2, 0); k < c.end; {
 				n := bytes.IndexByte(c.buf[k:c.end], '\n')
@@ -138,6 +179,18 @@ func (c *framingConn) scan() {
 					break
 				}
 				k += n + 1
+				if !c.lineChecked {
+					if k-c.ready > maxHeaderBytes {
+						c.refuse(errHeadersTooLarge.code, nil)
+						return
+					}
+					line := c.buf[c.ready:k]
+					if code := checkRequestLine(line); code != "" {
+						c.refuse(code, line)
+						return
+					}
+					c.lineChecked = true
+				}
 				if k < c.end && c.buf[k] == '\n' {
 					stop = k + 1
 					break
@@ -149,9 +202,16 @@ func (c *framingConn) scan() {
 			}
 			if stop < 0 {
 				c.headSeen = c.end - c.ready
+				if c.headSeen > maxHeaderBytes {
+					c.refuse(errHeadersTooLarge.code, c.requestLine())
+				}
 				return
 			}
-			c.headSeen = 0
+			if stop-c.ready > maxHeaderBytes {
+				c.refuse(errHeadersTooLarge.code, c.requestLine())
+				return
+			}
+			c.headSeen, c.lineChecked = 0, false
 			c.endHead(c.buf[c.ready:stop])
 			c.ready = stop
 		case stBody:
@@ -293,3 +353,152 @@ func (c *framingConn) endHead(head []byte) {
 
 // trimOWS trims what net/textproto trims around a field value.
 func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
+
+// requestLine returns the held head's request line once it has passed
+// checkRequestLine, else nil.
+func (c *framingConn) requestLine() []byte {
+	if !c.lineChecked {
+		return nil
+	}
+	n := bytes.IndexByte(c.buf[c.ready:c.end], '\n')
+	return c.buf[c.ready : c.ready+n+1]
+}
+
+// checkRequestLine returns "" when line (ending in LF) has the shape Go's
+// server parses, METHOD SP target SP HTTP/x.y, with version 1.0 or 1.1; the
+// error code to refuse it with otherwise. It splits as net/http does (at the
+// first two spaces, after dropping one CR before the LF), so that a line is
+// refused here exactly when Go would fail it for its shape or answer 505.
+func checkRequestLine(line []byte) string {
+	line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+	_, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return errRequestLine.code
+	}
+	_, proto, ok := bytes.Cut(rest, []byte(" "))
+	switch {
+	case !ok:
+		return errRequestLine.code
+	case string(proto) == "HTTP/1.1" || string(proto) == "HTTP/1.0":
+		return ""
+	case len(proto) == len("HTTP/x.y") && bytes.HasPrefix(proto, []byte("HTTP/")) &&
+		isDigit(proto[5]) && proto[6] == '.' && isDigit(proto[7]):
+		return errVersion.code
+	}
+	return errRequestLine.code
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
+
+// refuse replaces the held head and everything after it with a stand-in
+// request that the handler refuses with code; line is the head's request
+// line when known. Bytes already released stay as they are.
+func (c *framingConn) refuse(code string, line []byte) {
+	stand := standIn(code, line)
+	held := c.ready - c.r
+	nb := make([]byte, held+len(stand))
+	copy(nb, c.buf[c.r:c.ready])
+	copy(nb[held:], stand)
+	c.refusedAt = c.out + int64(held)
+	c.buf, c.r, c.ready, c.end = nb, 0, len(nb), len(nb)
+	c.state, c.err, c.lineBuf = stRefused, nil, nil
+	c.linger.Store(true)
+}
+
+// standIn builds the request handed to the server for a refused head. It
+// keeps the method and target when they are well formed, so that the access
+// line, and the audit line of a sensitive route, name the route that was
+// asked for; otherwise it asks for "GET *", which names none.
+func standIn(code string, line []byte) []byte {
+	method, target := []byte("GET"), []byte("*")
+	if line != nil {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		m, rest, _ := bytes.Cut(line, []byte(" "))
+		t, _, _ := bytes.Cut(rest, []byte(" "))
+		if validMethod(m) && validTarget(t) {
+			method, target = m, t
+		}
+	}
+	b := make([]byte, 0, len(method)+len(target)+96)
+	b = append(append(append(append(b, method...), ' '), target...), " HTTP/1.1\r\nHost: gateway.invalid\r\nConnection: close\r\n"...)
+	return append(append(append(b, refusedMarker+": "...), code...), "\r\n\r\n"...)
+}
+
+// validMethod: a token (RFC 9110), as Go's server requires.
+func validMethod(m []byte) bool {
+	if len(m) == 0 || len(m) > 32 {
+		return false
+	}
+	for _, b := range m {
+		if !tokenByte[b] {
+			return false
+		}
+	}
+	return true
+}
+
+// validTarget: an origin-form (or asterisk-form) target that Go's server
+// parses, so that the stand-in request is never refused by the server
+// before the handler runs.
+func validTarget(t []byte) bool {
+	if string(t) == "*" {
+		return true
+	}
+	if len(t) == 0 || len(t) > 8<<10 || t[0] != '/' {
+		return false
+	}
+	for _, b := range t {
+		if b <= ' ' || b >= 0x7f {
+			return false
+		}
+	}
+	_, err := url.ParseRequestURI(string(t))
+	return err == nil
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// discard reads, and drops, what the client sends after a refused head
+// until the connection reports an error. It must not report io.EOF on its
+// own: the server takes that for a client gone, and would cancel a request
+// still in flight ahead of the refused one.
+func (c *framingConn) discard() (int, error) {
+	if c.lineBuf == nil {
+		c.lineBuf = make([]byte, 4<<10)
+	}
+	for {
+		if _, err := c.Conn.Read(c.lineBuf[:cap(c.lineBuf)]); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Close closes the connection; after a refused head it first half-closes
+// and drops what the client still sends, for at most lingerTimeout, so the
+// answer is not lost to a reset (see lingerTimeout).
+func (c *framingConn) Close() error {
+	if c.linger.CompareAndSwap(true, false) {
+		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+			_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+			var scratch [4 << 10]byte
+			for {
+				if _, err := c.Conn.Read(scratch[:]); err != nil {
+					break
+				}
+			}
+		}
+	}
+	return c.Conn.Close()
+}

@@ -57,7 +57,7 @@ func (s *scriptConn) Read(p []byte) (int, error) {
 }
 
 func newSniffer(steps []step, bufSize int) *framingConn {
-	return &framingConn{Conn: &scriptConn{steps: steps}, buf: make([]byte, bufSize)}
+	return newFramingConn(&scriptConn{steps: steps}, bufSize)
 }
 
 // split cuts in into pieces of size bytes (the whole input when size <= 0).
@@ -79,7 +79,9 @@ func split(in []byte, size int) []step {
 func drain(c *framingConn, readSize int) ([]byte, error) {
 	var out []byte
 	p := make([]byte, readSize)
-	limit := 2 // every read but the last few returns a byte or a scripted error
+	// Every read but the last few returns a byte or a scripted error; a
+	// stand-in request (at most 9 KiB) may add its own bytes.
+	limit := 2 + 9<<10
 	for _, st := range c.Conn.(*scriptConn).steps {
 		limit += 1 + len(st.data)
 	}
@@ -194,6 +196,86 @@ func TestFramingConnRewritesOnlyRefusedHeads(t *testing.T) {
 				check([]step{{data: []byte(in[:i])}, {data: []byte(in[i:])}}, sniffBufSize, 4096, fmt.Sprintf("cut at %d", i))
 			}
 		})
+	}
+}
+
+// refusedCases are streams whose last head the sniffer must replace with a
+// stand-in request: pass is what comes before it unchanged, line the
+// request line the stand-in keeps ("GET *" when it cannot keep it).
+var refusedCases = []struct {
+	name, pass, refused, code, line string
+}{
+	{"no version", sGet, "GET /v1/numbers/delete\r\n", "invalid_request", "GET /v1/numbers/delete"},
+	{"no version, bare LF, more follows", sPost, "POST /x\n" + sGet, "invalid_request", "POST /x"},
+	{"method only", "", "GET\r\n\r\n", "invalid_request", "GET *"},
+	{"two spaces before the version", "", "GET /a  HTTP/1.1\r\nHost: x\r\n\r\n", "invalid_request", "GET /a"},
+	{"lower-case version", "", "GET /a http/1.1\r\n", "invalid_request", "GET /a"},
+	{"version with two digits", "", "GET /a HTTP/1.10\r\n", "invalid_request", "GET /a"},
+	{"CR CR LF", "", "GET /a HTTP/1.1\r\r\n", "invalid_request", "GET /a"},
+	{"HTTP/0.9", "", "GET /a HTTP/0.9\r\n\r\n", "http_version_not_supported", "GET /a"},
+	{"HTTP/1.2", sChunked, "POST /v1/numbers/delete HTTP/1.2\r\nContent-Length: 2\r\n\r\n{}", "http_version_not_supported", "POST /v1/numbers/delete"},
+	{"HTTP/2.0 preface", "", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "http_version_not_supported", "PRI *"},
+	{"bad method and target kept out", "", "G(T /a%zz HTTP/3.0\r\n", "http_version_not_supported", "GET *"},
+	{"absolute-form target kept out", "", "GET http://x/a HTTP/3.0\r\n", "http_version_not_supported", "GET *"},
+	{"head over 32 KiB", sGet, "GET /big HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 32<<10) + "\r\n\r\n" + sGet, "headers_too_large", "GET /big"},
+	{"head over 32 KiB, never ending", sPost, "GET /big HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 40<<10), "headers_too_large", "GET /big"},
+	{"request line over 32 KiB", "", "GET /" + strings.Repeat("a", 32<<10) + " HTTP/1.1\r\n\r\n", "headers_too_large", "GET *"},
+}
+
+func TestFramingConnRefusesHeads(t *testing.T) {
+	for _, tc := range refusedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.pass + tc.refused
+			want := tc.pass + tc.line + " HTTP/1.1\r\nHost: gateway.invalid\r\nConnection: close\r\n" + refusedMarker + ": " + tc.code + "\r\n\r\n"
+			for _, size := range []int{1, 7, 1000, 0} {
+				for _, bufSize := range []int{8, sniffBufSize} {
+					c := newSniffer(split([]byte(in), size), bufSize)
+					got, err := drain(c, 4096)
+					if err != io.EOF || string(got) != want {
+						t.Fatalf("pieces of %d, buffer %d: err %v\n got %.300q\nwant %.300q", size, bufSize, err, got, want)
+					}
+					if c.refusedAt != int64(len(tc.pass)) {
+						t.Fatalf("refusedAt = %d, want %d", c.refusedAt, len(tc.pass))
+					}
+					if cap(c.buf) > maxSniffBuf {
+						t.Fatalf("buffer grew to %d bytes, over %d", cap(c.buf), maxSniffBuf)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A head of exactly 32 KiB, empty line included, is not refused.
+func TestFramingConnPassesA32KiBHead(t *testing.T) {
+	head := "GET /a HTTP/1.1\r\nX-Pad: "
+	in := head + strings.Repeat("p", maxHeaderBytes-len(head)-4) + "\r\n\r\n" + sGet
+	for _, size := range []int{1, 4096, 0} {
+		c := newSniffer(split([]byte(in), size), 8)
+		if got, err := drain(c, 4096); err != io.EOF || string(got) != in || c.refusedAt != -1 {
+			t.Fatalf("pieces of %d: err %v, refusedAt %d, output changed: %v", size, err, c.refusedAt, string(got) != in)
+		}
+	}
+}
+
+// The request line is judged when it ends: the stand-in comes out while the
+// client has sent nothing more, however long it then waits.
+func TestFramingConnAnswersABadRequestLineWhenItEnds(t *testing.T) {
+	for _, line := range []string{"GET /v1/numbers/delete\r\n", "GET /a HTTP/2.0\r\n"} {
+		sc := &scriptConn{steps: []step{{data: []byte(line)}, {err: os.ErrDeadlineExceeded}}}
+		c := newFramingConn(sc, sniffBufSize)
+		p := make([]byte, 4096)
+		n, err := c.Read(p)
+		if err != nil || !bytes.Contains(p[:n], []byte(refusedMarker)) {
+			t.Fatalf("%q: first read = %q, %v; want the stand-in at once", line, p[:n], err)
+		}
+		if len(sc.steps) != 1 {
+			t.Fatalf("%q: the sniffer read on after the line ended", line)
+		}
+		// What the client sends next is dropped; its deadline still reaches the server.
+		if n, err := c.Read(p); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%q: after the stand-in: %d, %v; want the deadline error", line, n, err)
+		}
 	}
 }
 
@@ -411,7 +493,10 @@ func FuzzFramingConn(f *testing.F) {
 	f.Add([]byte("\r\n\r\n\r\n"), []byte{1}, false)                                                // empty lines only
 	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), []byte{2}, false) // bad chunk size
 	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"), []byte{9}, true)
-	f.Add([]byte(sPost+"\r\nPOST /m HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), []byte{60, 0, 9}, false) // 0 is a timeout
+	f.Add([]byte(sPost+"\r\nPOST /m HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), []byte{60, 0, 9}, false)     // 0 is a timeout
+	f.Add([]byte(sGet+"GET /x\r\n"+sGet), []byte{5}, false)                                                     // no version
+	f.Add([]byte(sPost+"POST /y HTTP/2.0\r\nContent-Length: 1\r\n\r\nz"), []byte{11, 3}, true)                  // unsupported version
+	f.Add([]byte(sGet+"GET /z HTTP/1.1\r\nX-Pad: "+strings.Repeat("p", 33<<10)+"\r\n\r\n"), []byte{200}, false) // head over 32 KiB
 	f.Fuzz(func(t *testing.T, in, cuts []byte, smallBuf bool) {
 		var steps []step
 		readSize := 4096
@@ -437,11 +522,13 @@ func FuzzFramingConn(f *testing.F) {
 		if smallBuf {
 			bufSize = 16
 		}
-		run := func(steps []step, bufSize, readSize int) (out []byte) { // bounded: no infinite loop
+		run := func(steps []step, bufSize, readSize int) (out []byte, refusedAt int64) { // bounded: no infinite loop
 			done := make(chan error, 1)
 			go func() {
 				var err error
-				out, err = drain(newSniffer(steps, bufSize), readSize)
+				c := newSniffer(steps, bufSize)
+				out, err = drain(c, readSize)
+				refusedAt = c.refusedAt
 				done <- err
 			}()
 			select {
@@ -449,27 +536,96 @@ func FuzzFramingConn(f *testing.F) {
 				if err != io.EOF {
 					t.Fatalf("err = %v, want io.EOF", err)
 				}
-				return out
+				return out, refusedAt
 			case <-time.After(10 * time.Second):
 				t.Fatal("the sniffer did not finish")
-				return nil
+				return nil, 0
 			}
 		}
-		got := run(steps, bufSize, readSize)
-		if len(got) != len(in) {
+		got, at := run(steps, bufSize, readSize)
+		// Up to a refused head, the output is the input with refused
+		// Transfer-Encoding names renamed; from it on, one stand-in request.
+		passed := got
+		if at >= 0 {
+			if at > int64(len(in)) || at > int64(len(got)) {
+				t.Fatalf("refused at %d, past the input (%d) or output (%d)", at, len(in), len(got))
+			}
+			passed = got[:at]
+			checkStandIn(t, got[at:], in[at:])
+		} else if len(got) != len(in) {
 			t.Fatalf("%d bytes out for %d in", len(got), len(in))
 		}
-		for i := 0; i < len(in); i++ {
+		for i := 0; i < len(passed); i++ {
 			if isRename(in, got, i) {
 				i += len(framingMarker) - 1
 			} else if got[i] != in[i] {
 				t.Fatalf("byte %d changed: %q -> %q", i, in[i], got[i])
 			}
 		}
-		if whole := run([]step{{data: in}}, sniffBufSize, 4096); !bytes.Equal(whole, got) {
-			t.Fatalf("the output depends on how the input was split:\n  split %q\n  whole %q", got, whole)
+		if whole, wat := run([]step{{data: in}}, sniffBufSize, 4096); !bytes.Equal(whole, got) || wat != at {
+			t.Fatalf("the output depends on how the input was split:\n  split %q (refused at %d)\n  whole %q (refused at %d)", got, at, whole, wat)
 		}
 	})
+}
+
+// checkStandIn checks the stand-in request stand that replaced the input
+// from rest on: exactly one request, closing the connection, carrying the
+// refusal code that an independent reading of rest, with Go's own version
+// parser, calls for.
+func checkStandIn(t *testing.T, stand, rest []byte) {
+	t.Helper()
+	br := bufio.NewReader(bytes.NewReader(stand))
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		t.Fatalf("stand-in %q unreadable: %v", stand, err)
+	}
+	if br.Buffered() != 0 || !req.Close || req.ContentLength != 0 {
+		t.Fatalf("stand-in %q: want one bodiless request that closes the connection", stand)
+	}
+	if got, want := req.Header.Get(refusedMarker), refusalFor(rest); got != want {
+		t.Fatalf("stand-in says %q, want %q for %q", got, want, rest[:min(len(rest), 200)])
+	}
+}
+
+// refusalFor is the refusal the sniffer owes the head starting rest
+// ("" for none): the request line is split as Go splits it and its version
+// parsed by http.ParseHTTPVersion; then the head's size is counted up to and
+// including its empty line.
+func refusalFor(rest []byte) string {
+	nl := bytes.IndexByte(rest, '\n')
+	if nl < 0 || nl+1 > maxHeaderBytes {
+		if len(rest) > maxHeaderBytes {
+			return "headers_too_large"
+		}
+		return ""
+	}
+	line := strings.TrimSuffix(string(rest[:nl]), "\r")
+	_, afterMethod, ok1 := strings.Cut(line, " ")
+	_, proto, ok2 := strings.Cut(afterMethod, " ")
+	if !ok1 || !ok2 {
+		return "invalid_request"
+	}
+	major, minor, ok := http.ParseHTTPVersion(proto)
+	switch {
+	case !ok:
+		return "invalid_request"
+	case major != 1 || minor > 1:
+		return "http_version_not_supported"
+	}
+	end := -1
+	for i := nl; i < len(rest) && end < 0; i++ {
+		switch {
+		case rest[i] != '\n':
+		case i+1 < len(rest) && rest[i+1] == '\n':
+			end = i + 2
+		case i+2 < len(rest) && rest[i+1] == '\r' && rest[i+2] == '\n':
+			end = i + 3
+		}
+	}
+	if end > maxHeaderBytes || end < 0 && len(rest) > maxHeaderBytes {
+		return "headers_too_large"
+	}
+	return ""
 }
 
 // connCallers is openCallers from proxy_test.go: loopback is caller "svc".
@@ -575,23 +731,31 @@ func TestRefusedFramingConsumesLargeBodiesAndHeads(t *testing.T) {
 		name  string
 		parts []string
 		ok    int // requests answered 200 before the refused one
+		// refusal is the refused one's status line and error code: 400
+		// invalid_request unless set. A head over 32 KiB is refused as such
+		// before its framing is looked at.
+		refusal, code string
 	}{
-		{"CL and TE, big body", []string{post + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
-		{"TE gzip and CL, big body", []string{post + "Transfer-Encoding: gzip\r\n" + cl + "\r\n" + body + smuggled}, 0},
-		{"20 KiB head, CL and TE", []string{post + pad(20<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
-		{"40 KiB head, CL and TE", []string{post + pad(40<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0},
+		{"CL and TE, big body", []string{post + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0, "", ""},
+		{"TE gzip and CL, big body", []string{post + "Transfer-Encoding: gzip\r\n" + cl + "\r\n" + body + smuggled}, 0, "", ""},
+		{"20 KiB head, CL and TE", []string{post + pad(20<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0, "", ""},
+		{"40 KiB head, CL and TE", []string{post + pad(40<<10) + cl + "Transfer-Encoding: chunked\r\n\r\n" + body + smuggled}, 0,
+			"431 ", "headers_too_large"},
 		{"folded CL first", []string{post + "Content-Length:\r\n 2\r\n\r\n{}" +
-			post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1},
+			post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1, "", ""},
 		{"CRLF after a POST, then a head in pieces", []string{smuggled + "\r\nPO", "ST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-",
-			"Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1},
+			"Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}, 1, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := forwarded(sim)
 			out := rawExchange(t, addr, tc.parts...)
+			if tc.refusal == "" {
+				tc.refusal, tc.code = "400 ", "invalid_request"
+			}
 			answers := strings.Split(out, "HTTP/1.1 ")[1:]
-			if len(answers) != tc.ok+1 || !strings.HasPrefix(answers[tc.ok], "400 ") ||
-				!strings.Contains(answers[tc.ok], `"error":"invalid_request"`) {
-				t.Fatalf("answers = %.600q, want %d times 200, then 400 invalid_request and the connection closed", out, tc.ok)
+			if len(answers) != tc.ok+1 || !strings.HasPrefix(answers[tc.ok], tc.refusal) ||
+				!strings.Contains(answers[tc.ok], `"error":"`+tc.code+`"`) {
+				t.Fatalf("answers = %.600q, want %d times 200, then %s%s and the connection closed", out, tc.ok, tc.refusal, tc.code)
 			}
 			if got := forwarded(sim) - before; got != tc.ok {
 				t.Fatalf("the upstream received %d requests, want %d", got, tc.ok)
@@ -640,7 +804,7 @@ func BenchmarkFramingConn(b *testing.B) {
 		{"1MiB CL body", "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("x", 1<<20), false},
 		{"small pipelined", small.String(), false},
 		// A head arriving a byte per read must not be rescanned per byte.
-		{"64KiB head trickled", "GET / HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 64<<10) + "\r\n\r\n", true},
+		{"31KiB head trickled", "GET / HTTP/1.1\r\nX-Pad: " + strings.Repeat("p", 31<<10) + "\r\n\r\n", true},
 	}
 	for _, s := range streams {
 		for _, mode := range []string{"plain", "sniffed"} {
@@ -652,7 +816,7 @@ func BenchmarkFramingConn(b *testing.B) {
 				for b.Loop() {
 					var c net.Conn = &memConn{data: data, trickle: s.trickle}
 					if mode == "sniffed" {
-						c = &framingConn{Conn: c, buf: make([]byte, sniffBufSize)}
+						c = newFramingConn(c, sniffBufSize)
 					}
 					for {
 						if _, err := c.Read(p); err != nil {

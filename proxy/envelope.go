@@ -62,6 +62,10 @@ var (
 		"caller not identified: no mTLS identity, trusted identity header or source address matched"}
 	errNotForwardable = &gatewayError{http.StatusBadGateway, "upstream_unavailable",
 		"the upstream switched protocols, which the gateway does not forward"}
+	errVersion = &gatewayError{http.StatusHTTPVersionNotSupported, "http_version_not_supported",
+		"HTTP version not supported: the gateway speaks HTTP/1.0 and HTTP/1.1 (and HTTP/2 over TLS)"}
+	errRequestLine = &gatewayError{http.StatusBadRequest, "invalid_request",
+		"malformed request line: want METHOD target HTTP/x.y"}
 )
 
 func forbidden(caller, route string) *gatewayError {

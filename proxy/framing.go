@@ -14,3 +14,33 @@ func framingRejected(r *http.Request) bool {
 // for byte, for a Transfer-Encoding header it refuses. It is exactly as long
 // as "Transfer-Encoding", so no other byte of the stream moves.
 const framingMarker = "X-Faxgate-Both-Te"
+
+// refusedMarker is the header of the stand-in request the connection
+// sniffer hands the server in place of a head it refuses outright (a
+// malformed request line, an HTTP version other than 1.0 and 1.1, a head
+// over 32 KiB); its value is the contract error code. See conn.go. A caller
+// that sends it itself only refuses its own request.
+const refusedMarker = "X-Faxgate-Refused"
+
+// sniffedRefusal returns the refusal the sniffer marked the request with, if any.
+func sniffedRefusal(r *http.Request) *gatewayError {
+	vs, ok := r.Header[refusedMarker]
+	if !ok {
+		return nil
+	}
+	switch vs[0] {
+	case errHeadersTooLarge.code:
+		return errHeadersTooLarge
+	case errVersion.code:
+		return errVersion
+	default:
+		return errRequestLine
+	}
+}
+
+// supportedVersion reports whether the gateway speaks r's protocol: HTTP/1.0
+// and HTTP/1.1 (Go's server also admits HTTP/1.2 to 1.9), and HTTP/2 only
+// over TLS (contract section 7).
+func supportedVersion(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.ProtoMinor <= 1 || r.ProtoMajor == 2 && r.TLS != nil
+}

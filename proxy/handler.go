@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/ascii"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -37,6 +38,11 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	Metrics         *metrics.Metrics
 	Logger          *zap.Logger
+	// AuditLogger writes the audit lines (contract section 9), used as is.
+	// It must be enabled at info level whatever log.level says, so that no
+	// audit line is lost to the level; nil means Logger.Named("audit"),
+	// which is subject to Logger's level.
+	AuditLogger *zap.Logger
 }
 
 // Handler is the proxy listener's http.Handler.
@@ -56,8 +62,11 @@ func New(o Options) *Handler {
 		opts:     o,
 		ids:      newIDGen(),
 		log:      o.Logger.Named("access"),
-		audit:    o.Logger.Named("audit"),
+		audit:    o.AuditLogger,
 		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
+	}
+	if h.audit == nil {
+		h.audit = o.Logger.Named("audit")
 	}
 	h.rules.Store(o.Rules)
 	h.rp = &httputil.ReverseProxy{
@@ -88,7 +97,6 @@ type exchange struct {
 	route          string
 	method         string
 	target         policy.Target
-	status         int
 	code           string // contract error code when the gateway answered
 	upstreamStatus int
 	body           requestBody
@@ -98,9 +106,13 @@ type exchange struct {
 	deadline       context.Context
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
-	numberID       string
-	orderID        string
-	auditReason    string
+	// auditRoute is the sensitive route the path resolves to, whatever the
+	// method and whoever the caller: "" when no audit line is due.
+	auditRoute string
+	// auditIDs: the audit line carries number_id and order_id.
+	auditIDs bool
+	numberID string
+	orderID  string
 }
 
 type exchangeKey struct{}
@@ -129,6 +141,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer h.finish(w, r, ex)
 
 	if ge := h.serve(w, r, ex); ge != nil {
+		h.readAuditBody(w, r, ex)
 		h.refuse(w, ex, ge)
 	}
 }
@@ -136,6 +149,32 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // serve runs the request through every check and forwards it; a non-nil
 // result is the refusal to answer with.
 func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
+	rules := h.rules.Load()
+	ex.rules = rules
+	// Who is calling and which route the path names are settled before any
+	// refusal, so that every refusal of a request to a sensitive route is
+	// audited with its caller and route (contract section 9). The refusals
+	// below keep their order.
+	name, _, identified := rules.Identifier.Identify(r)
+	if identified {
+		ex.caller = name
+	}
+	tgt, perr := rules.Resolve(r.Method, r.RequestURI)
+	if perr == nil {
+		ex.target, ex.route = tgt, tgt.Route
+		if base := rules.Policy.Base(tgt.Route); base.Sensitive {
+			ex.auditRoute = tgt.Route
+			ex.auditIDs = tgt.Route == "numbers.delete" || base.Confirm
+		}
+	}
+	if ge := sniffedRefusal(r); ge != nil {
+		w.Header().Set("Connection", "close")
+		return ge
+	}
+	if !supportedVersion(r) {
+		w.Header().Set("Connection", "close")
+		return errVersion
+	}
 	if ex.method == "other" {
 		return errMethod
 	}
@@ -147,18 +186,12 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		w.Header().Set("Connection", "close")
 		return errHeadersTooLarge
 	}
-	rules := h.rules.Load()
-	ex.rules = rules
-	name, _, ok := rules.Identifier.Identify(r)
-	if !ok {
+	if !identified {
 		return errUnidentified
 	}
-	ex.caller = name
-	tgt, perr := rules.Table.Resolve(r.Method, r.RequestURI)
 	if perr != nil {
 		return &gatewayError{perr.Status, perr.Code, perr.Message}
 	}
-	ex.target, ex.route = tgt, tgt.Route
 	if tgt.Route == "auth" {
 		return h.auth(w, r, ex)
 	}
@@ -397,31 +430,97 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 			zap.String("error", ex.code),
 		)
 	}
-	if ex.decision.Sensitive {
+	if ex.auditRoute != "" {
 		h.writeAudit(ex, status)
 	}
 }
 
+// writeAudit writes the one audit line of a request to a sensitive route
+// (contract section 9). decision says what the upstream may have done:
+// "denied", it never saw the request; "forwarded", it answered
+// (upstream_status); "unknown", the request went to it but no answer came
+// back (a timeout, a reset, the caller leaving), so the action may have
+// happened. An auditor must never read "denied" for a delete that may have
+// been carried out.
 func (h *Handler) writeAudit(ex *exchange, status int) {
-	decision, reason := "allowed", ""
-	if ex.code != "" && ex.upstreamStatus == 0 {
-		decision, reason = "denied", ex.code
+	decision, reason := "denied", ex.code
+	switch {
+	case ex.upstreamStatus != 0:
+		decision, reason = "forwarded", ""
+	case ex.tok != nil:
+		// The transport records the token just before the upstream call, so
+		// the request was on its way.
+		decision = "unknown"
 	}
 	fields := []zap.Field{
 		zap.String("request_id", ex.id),
 		zap.String("caller", ex.caller),
-		zap.String("route", ex.route),
+		zap.String("route", ex.auditRoute),
 		zap.String("decision", decision),
 		zap.String("reason", reason),
 		zap.Int("status", status),
 		zap.Int("upstream_status", ex.upstreamStatus),
 	}
-	if ex.route == "numbers.delete" {
+	if ex.auditIDs {
 		num, order := ex.numberID, ex.orderID
-		if h.holdsToken(num + " " + order) {
+		if num == "" && order == "" && ex.buffered != nil {
+			num, order = policy.AuditIDs(ex.buffered)
+		}
+		if h.holdsToken(num + order) {
+			// A token split across the two values is still a token in the log.
 			num, order = "[redacted]", "[redacted]"
 		}
-		fields = append(fields, zap.String("number_id", num), zap.String("order_id", order))
+		fields = append(fields, zap.String("number_id", h.auditValue(num)), zap.String("order_id", h.auditValue(order)))
 	}
 	h.audit.Info("audit", fields...)
+}
+
+// maxAuditValue bounds a caller-chosen value in the audit line: a real ID is
+// short, and a megabyte-long one must not become a megabyte-long log line.
+const maxAuditValue = 256
+
+// auditValue is v as the audit line may hold it: never a value containing
+// the current token (checked on the whole value, before shortening), and
+// never longer than maxAuditValue bytes.
+func (h *Handler) auditValue(v string) string {
+	if h.holdsToken(v) {
+		return "[redacted]"
+	}
+	if len(v) > maxAuditValue {
+		return v[:maxAuditValue] + "[truncated]"
+	}
+	return v
+}
+
+// readAuditBody reads, for the audit line, the body of a refused request
+// whose audit line carries number_id and order_id (contract section 9: also
+// when the request is denied). It is bounded like the replay buffer: 1 MiB,
+// server.max_body_bytes, the read timeout between reads and the overall
+// deadline. It reads nothing when the head itself was refused (its framing
+// or size is in doubt and the connection closes), when the body is known to
+// be too large, when the body was already read, or when the caller waits for
+// 100 Continue: asking for a body only to refuse it would contradict that.
+func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange) {
+	if !ex.auditIDs || ex.body.rc != nil || ex.buffered != nil ||
+		r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > retryBufferMax ||
+		r.ContentLength > h.opts.MaxBodyBytes {
+		return
+	}
+	if sniffedRefusal(r) != nil || !supportedVersion(r) || framingRejected(r) || headerBytes(r) > maxHeaderBytes {
+		return
+	}
+	if ascii.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue") {
+		return
+	}
+	ex.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
+		timeout: h.opts.ReadTimeout, limit: min(h.opts.MaxBodyBytes, retryBufferMax),
+		hardDeadline: ex.start.Add(h.opts.UpstreamTimeout)}
+	body, err := io.ReadAll(io.LimitReader(&ex.body, retryBufferMax+1))
+	if err != nil || len(body) > retryBufferMax {
+		// The rest of the body stays unread, or its framing broke off:
+		// this connection cannot carry another request.
+		w.Header().Set("Connection", "close")
+		return
+	}
+	ex.numberID, ex.orderID = policy.AuditIDs(body)
 }

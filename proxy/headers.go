@@ -13,9 +13,10 @@ import (
 // named in Connection; they are listed again so the rule does not depend on it.
 var strippedRequestHeaders = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
+	"Api-Key", "X-Auth-Token", "X-Access-Token",
 	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
 	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
-	"X-Original-Url", "X-Rewrite-Url", "X-Original-Uri", "X-Envoy-Original-Path",
+	"X-Original-Url", "X-Rewrite-Url", "X-Override-Url", "X-Original-Uri", "X-Envoy-Original-Path",
 	"Connection", "Proxy-Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
 	"Transfer-Encoding", "Http2-Settings",
 	"X-Forwarded-Client-Cert", "X-Faxgate-Confirm",

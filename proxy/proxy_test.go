@@ -96,6 +96,9 @@ func TestCallerCredentialsAndForgeableHeadersAreStripped(t *testing.T) {
 		"Proxy-Authorization", "Basic Zm9vOmJhcg==",
 		"Cookie", "session=1",
 		"X-Api-Key", "caller-key",
+		"Api-Key", "caller-key",
+		"X-Auth-Token", "caller-token",
+		"X-Access-Token", "caller-token",
 		"Forwarded", "for=1.2.3.4",
 		"X-Forwarded-For", "1.2.3.4",
 		"X-Forwarded-Host", "evil",
@@ -107,6 +110,7 @@ func TestCallerCredentialsAndForgeableHeadersAreStripped(t *testing.T) {
 		"X-Method-Override", "DELETE",
 		"X-Original-URL", "/v1/numbers/delete",
 		"X-Rewrite-URL", "/v1/numbers/delete",
+		"X-Override-URL", "/v1/numbers/delete",
 		"X-Original-URI", "/v1/numbers/delete",
 		"X-Envoy-Original-Path", "/v1/numbers/delete",
 		"X-Faxgate-Caller", "ops",
@@ -121,7 +125,8 @@ func TestCallerCredentialsAndForgeableHeadersAreStripped(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	rec := lastRecorded(t, g.Sim)
-	for _, h := range []string{"Proxy-Authorization", "Cookie", "X-Api-Key", "Forwarded", "X-Forwarded-For",
+	for _, h := range []string{"Proxy-Authorization", "Cookie", "X-Api-Key", "Api-Key", "X-Auth-Token", "X-Access-Token",
+		"X-Override-Url", "Forwarded", "X-Forwarded-For",
 		"X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Prefix", "X-Real-Ip", "X-Http-Method-Override",
 		"X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Original-Uri",
 		"X-Envoy-Original-Path", "X-Faxgate-Caller",
@@ -255,7 +260,7 @@ func TestNumbersDeletePolicy(t *testing.T) {
 		t.Fatalf("audit lines = %d, want one per numbers.delete request (14)", len(audits))
 	}
 	last := audits[len(audits)-1]
-	if last["decision"] != "allowed" || last["caller"] != "ops" || last["number_id"] != "num_1001" || last["order_id"] != "ord_5001" {
+	if last["decision"] != "forwarded" || last["caller"] != "ops" || last["number_id"] != "num_1001" || last["order_id"] != "ord_5001" {
 		t.Fatalf("audit line of the allowed delete = %v", last)
 	}
 	if first := audits[0]; first["decision"] != "denied" || first["reason"] != "forbidden" || first["caller"] != "svc" {

@@ -14,9 +14,12 @@ type ServerOptions struct {
 	Logger            *zap.Logger
 }
 
-// NewServer builds the proxy listener's server. Its header limit sits above
-// the contract's 32 KiB so that the handler, not the server, answers 431 in
-// the gateway's envelope.
+// NewServer builds the proxy listener's server. Serve it on a listener
+// from WrapListener: the framing sniffer answers heads over 32 KiB (431),
+// unsupported versions (505) and malformed request lines (400) in the
+// gateway's envelope. Its header limit sits above the contract's 32 KiB so
+// that, even without the sniffer, the handler rather than the server
+// answers the heads it can.
 func NewServer(h http.Handler, o ServerOptions) *http.Server {
 	return &http.Server{
 		Handler:           h,

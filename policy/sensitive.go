@@ -1,0 +1,170 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/faxgate/faxgate/internal/ascii"
+)
+
+// Resolve resolves a request-target like Table.Resolve and applies the one
+// routing rule that needs policy (contract section 3): a path under /v1/
+// that matches no route but lies below the path of a route in
+// policy.sensitive (/v1/numbers/delete/x) is refused with 403 forbidden,
+// for every caller and whatever routes.unmatched says. An upstream that
+// routes by prefix, or ignores trailing segments, could otherwise read it
+// as the sensitive route, reached as "unmatched" around its policy.
+func (r *Rules) Resolve(method, requestURI string) (Target, *Error) {
+	tgt, err := r.Table.resolve(method, requestURI)
+	if err != nil || tgt.Route != RouteUnmatched {
+		return tgt, err
+	}
+	if route := r.below.under(tgt.Path); route != "" {
+		return Target{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: "the path lies below sensitive route " + route + " and matches no route"}
+	}
+	if r.Table.unmatchedDeny {
+		return Target{}, unknownRoute("no route for this path")
+	}
+	return tgt, nil
+}
+
+// Base returns what policy says about route whoever calls: Sensitive and
+// Confirm as configured, Allowed false. The proxy uses it to audit a request
+// to a sensitive route before (and whether or not) the caller is known.
+func (p *Policy) Base(route string) Decision { return p.base[route] }
+
+// sensitivePaths is a trie of the path patterns of the sensitive routes
+// (after "/v1/"), built once when the rules are compiled, so that checking
+// an unmatched path costs one walk of a few nodes and never a scan of the
+// configuration.
+type sensitivePaths struct {
+	fixed []*sensitivePaths
+	param *sensitivePaths
+	name  string // this node's fixed segment, as configured
+	route string // the sensitive route whose path ends here, if any
+}
+
+// newSensitivePaths collects the paths of t's routes that p makes sensitive.
+func newSensitivePaths(t *Table, p *Policy) *sensitivePaths {
+	root := &sensitivePaths{}
+	for _, rt := range t.Routes() {
+		if !p.Base(rt.Name).Sensitive {
+			continue
+		}
+		n := root
+		for _, seg := range strings.Split(strings.TrimPrefix(rt.Path, "/v1/"), "/") {
+			n = n.child(seg)
+		}
+		if n.route == "" {
+			n.route = rt.Name
+		}
+	}
+	return root
+}
+
+// child returns the node for the pattern segment seg, creating it.
+func (n *sensitivePaths) child(seg string) *sensitivePaths {
+	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+		if n.param == nil {
+			n.param = &sensitivePaths{}
+		}
+		return n.param
+	}
+	for _, c := range n.fixed {
+		if ascii.EqualFold(c.name, seg) {
+			return c
+		}
+	}
+	c := &sensitivePaths{name: seg}
+	n.fixed = append(n.fixed, c)
+	return c
+}
+
+// under returns the sensitive route whose path is a proper prefix of path
+// (a validated "/v1/..." path without a trailing slash), or "". Matching
+// ignores ASCII case, as routing does, and a parameter matches any segment.
+func (n *sensitivePaths) under(path string) string {
+	if n == nil || len(path) < len("/v1/") {
+		return ""
+	}
+	return n.walk(path[len("/v1/"):])
+}
+
+func (n *sensitivePaths) walk(rest string) string {
+	if rest == "" {
+		return ""
+	}
+	if n.route != "" {
+		return n.route // segments follow this sensitive route's path
+	}
+	seg, tail, _ := strings.Cut(rest, "/")
+	for _, c := range n.fixed {
+		if ascii.EqualFold(c.name, seg) {
+			if r := c.walk(tail); r != "" {
+				return r
+			}
+		}
+	}
+	if n.param != nil {
+		return n.param.walk(tail)
+	}
+	return ""
+}
+
+// AuditIDs reads number_id and order_id from body for the audit line, as
+// leniently as a security review needs: whenever body starts as a readable
+// JSON object, whether or not CheckConfirm would accept it. Values that are
+// JSON strings or numbers are returned as their text; a key that appears
+// more than once with different values yields every distinct value, joined
+// by commas, because a denied request that tried to be ambiguous is exactly
+// what the reader of the audit log must see. Reading stops at the first
+// malformed byte, keeping what came before.
+func AuditIDs(body []byte) (numberID, orderID string) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case json.Number:
+			s = x.String()
+		default:
+			continue
+		}
+		switch key {
+		case "number_id":
+			numberID = addDistinct(numberID, s)
+		case "order_id":
+			orderID = addDistinct(orderID, s)
+		}
+	}
+	return numberID, orderID
+}
+
+func addDistinct(list, v string) string {
+	if list == "" {
+		return v
+	}
+	for _, x := range strings.Split(list, ",") {
+		if x == v {
+			return list
+		}
+	}
+	return list + "," + v
+}
