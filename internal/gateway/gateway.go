@@ -181,7 +181,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		UpstreamTimeout: cfg.Upstream.Timeout,
 		Metrics:         g.Metrics,
 		Logger:          log,
-		// MERGE(issue 8 part 1): add the line `AuditLogger: logs.Audit,` here once proxy.Options has the field.
+		AuditLogger:     logs.Audit.Named("audit"),
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready)
 	return g, nil
