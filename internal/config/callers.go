@@ -23,7 +23,7 @@ var reservedHeaders = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
 	"Cookie": true, "Set-Cookie": true, "X-Api-Key": true,
 	"Host": true, "Forwarded": true, "X-Real-Ip": true,
-	"X-Request-Id": true, "X-Faxgate-Confirm": true,
+	"X-Request-Id": true, ConfirmHeader: true,
 	"Content-Length": true, "Content-Type": true, "Content-Encoding": true,
 	"Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Upgrade": true, "Expect": true,

@@ -35,9 +35,6 @@ const (
 	RouteUnknown = "unknown_route"
 )
 
-// methods are the HTTP methods the gateway forwards (contract section 5).
-var methods = []string{"GET", "POST", "PATCH", "PUT", "DELETE"}
-
 var routeNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 // validRoutePath reports whether p is /v1/ followed by one or more segments,
@@ -200,8 +197,8 @@ func (v *validator) validateRoutes(r Routes) {
 		switch {
 		case e.Method == "":
 			v.add(mp, "required")
-		case !contains(methods, e.Method):
-			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(methods))
+		case !IsMethod(e.Method):
+			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(Methods()))
 		default:
 			methodOK = true
 		}

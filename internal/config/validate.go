@@ -11,11 +11,6 @@ import (
 	"time"
 )
 
-// tokenLifetime is the lifetime of the upstream's tokens, as confirmed
-// against the Customer API: renewing earlier than this before expiry would
-// renew on every tick.
-const tokenLifetime = 24 * time.Hour
-
 // Validate is pure: it returns every problem of c, in file order (the order
 // of contract section 2, which a file is expected to follow), nil when c
 // is valid. It reads no file and no environment (whether api_key_file exists
@@ -258,9 +253,10 @@ func (v *validator) baseURL(path, s string) {
 func (v *validator) validateToken(t Token) {
 	v.oneOf("token.store", t.Store, "memory", "redis")
 	v.positive("token.refresh_before", t.RefreshBefore)
-	if t.RefreshBefore >= tokenLifetime {
-		v.add("token.refresh_before", "must be less than the 24h token lifetime (a token is renewed this long before it expires), got %s",
-			v.q("token.refresh_before", t.RefreshBefore.String()))
+	// Renewing this long or longer before expiry would renew on every tick.
+	if t.RefreshBefore >= TokenLifetime {
+		v.add("token.refresh_before", "must be less than the %s token lifetime (a token is renewed this long before it expires), got %s",
+			strings.TrimSuffix(TokenLifetime.String(), "0m0s"), v.q("token.refresh_before", t.RefreshBefore.String()))
 	}
 	v.positive("token.retry_min", t.RetryMin)
 	v.positive("token.retry_max", t.RetryMax)

@@ -114,7 +114,7 @@ func TestBuiltinRoutes(t *testing.T) {
 	names := map[string]bool{}
 	shapes := map[string]bool{}
 	for _, r := range rs {
-		if !routeNameRE.MatchString(r.Name) || !contains(methods, r.Method) || !validRoutePath(r.Path) {
+		if !routeNameRE.MatchString(r.Name) || !IsMethod(r.Method) || !validRoutePath(r.Path) {
 			t.Errorf("built-in route %v would not pass as an extra route", r)
 		}
 		if names[r.Name] || shapes[routeShape(r.Method, r.Path)] {
@@ -171,5 +171,28 @@ func TestValidSpiffeID(t *testing.T) {
 		if got := validSpiffeID(s); got != want {
 			t.Errorf("validSpiffeID(%q) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+func TestMethods(t *testing.T) {
+	if got, want := strings.Join(Methods(), " "), "GET POST PATCH PUT DELETE"; got != want {
+		t.Errorf("Methods() = %s, want %s (contract section 5)", got, want)
+	}
+	for _, m := range Methods() {
+		if !IsMethod(m) {
+			t.Errorf("IsMethod(%q) = false", m)
+		}
+	}
+	for _, m := range []string{"get", "HEAD", "OPTIONS", "CONNECT", "TRACE", "", "GET ", "DELETE\x00"} {
+		if IsMethod(m) {
+			t.Errorf("IsMethod(%q) = true", m)
+		}
+	}
+	Methods()[0] = "HEAD"
+	if !IsMethod("GET") || IsMethod("HEAD") {
+		t.Error("Methods() shares its backing array")
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = IsMethod("DELETE") }); a != 0 {
+		t.Errorf("IsMethod allocates %v times, want 0", a)
 	}
 }
