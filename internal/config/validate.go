@@ -326,6 +326,76 @@ func (v *validator) validatePolicy(p Policy, extra []Route) {
 	check("sensitive", p.Sensitive)
 	check("confirm", p.Confirm)
 	v.oneOf("policy.auth_endpoint", p.AuthEndpoint, "deny", "shim")
+	v.sensitivePaths(p.Sensitive, extra)
+}
+
+// sensitivePaths checks that every route sharing a sensitive route's path
+// is sensitive too. Sensitivity follows the path, not the method (contract
+// section 3): a request on that path gets the sensitive route's policy
+// whatever its method, so another route there that is not sensitive would
+// be a second, weaker policy for the same path. An extra route is reported
+// at its path, a built-in one at the sensitive entry that shares it. Extra
+// routes already reported for their name, method or path are left out.
+func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
+	sens := map[string]bool{}
+	for _, n := range sensitive {
+		sens[n] = true
+	}
+	type entry struct {
+		r     Route
+		extra int // index in routes.extra; -1 for a built-in route
+	}
+	// byPath groups the usable routes by their path as the router
+	// matches it (letter case and parameter names ignored).
+	byPath := map[string][]entry{}
+	pathOf := map[string]string{} // route name -> its key in byPath
+	add := func(r Route, i int) {
+		if validRoutePath(r.Path) && IsMethod(r.Method) {
+			k := routeShape("", r.Path)
+			byPath[k] = append(byPath[k], entry{r, i})
+			pathOf[r.Name] = k
+		}
+	}
+	for _, r := range BuiltinRoutes() {
+		add(r, -1)
+	}
+	for i, r := range extra {
+		if !v.hasProblemUnder(fmt.Sprintf("routes.extra[%d]", i)) {
+			add(r, i)
+		}
+	}
+	reported := map[entry]bool{}
+	for k, n := range sensitive {
+		key, ok := pathOf[n]
+		if !ok {
+			continue
+		}
+		for _, e := range byPath[key] {
+			if sens[e.r.Name] || reported[e] {
+				continue
+			}
+			reported[e] = true
+			if e.extra < 0 {
+				p := fmt.Sprintf("policy.sensitive[%d]", k)
+				v.add(p, "built-in route %s shares the path of sensitive route %s and must be in policy.sensitive too (sensitivity follows the path, not the method)",
+					strconv.Quote(e.r.Name), v.q(p, n))
+				continue
+			}
+			p := fmt.Sprintf("routes.extra[%d].path", e.extra)
+			v.add(p, "%s is the path of sensitive route %s, so route %s must be in policy.sensitive too (sensitivity follows the path, not the method)",
+				v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
+		}
+	}
+}
+
+// hasProblemUnder reports whether a problem was found at path or below it.
+func (v *validator) hasProblemUnder(path string) bool {
+	for _, p := range v.problems {
+		if isUnder(p.Path, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {
