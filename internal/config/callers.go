@@ -74,7 +74,7 @@ func validSpiffeID(s string) bool {
 		}
 		for i := 0; i < len(seg); i++ {
 			c := seg[i]
-			if !(isSegmentByte(c) || c == '.') {
+			if !(IsSegmentByte(c) || c == '.') {
 				return false
 			}
 		}

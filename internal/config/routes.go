@@ -47,7 +47,7 @@ func validRoutePath(p string) bool {
 	for _, seg := range strings.Split(rest, "/") {
 		if name, ok := paramName(seg); ok {
 			for i := 0; i < len(name); i++ {
-				if c := name[i]; c == '-' || !isSegmentByte(c) {
+				if c := name[i]; c == '-' || !IsSegmentByte(c) {
 					return false
 				}
 			}
@@ -60,7 +60,7 @@ func validRoutePath(p string) bool {
 			return false
 		}
 		for i := 0; i < len(seg); i++ {
-			if !isSegmentByte(seg[i]) {
+			if !IsSegmentByte(seg[i]) {
 				return false
 			}
 		}
@@ -75,7 +75,10 @@ func paramName(seg string) (string, bool) {
 	return "", false
 }
 
-func isSegmentByte(c byte) bool {
+// IsSegmentByte reports whether c may appear in a path segment the gateway
+// forwards: [A-Za-z0-9_-] (contract section 3). Route paths in the
+// configuration and request paths at run time are held to the same set.
+func IsSegmentByte(c byte) bool {
 	return c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
