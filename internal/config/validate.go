@@ -13,8 +13,8 @@ import (
 
 // Validate is pure: it returns every problem of c, in file order (the order
 // of contract section 2, which a file is expected to follow), nil when c
-// is valid. It reads no file and no environment (whether api_key_file exists
-// is checked at start-up).
+// is valid. It reads no file and no environment: CheckEnvironment does
+// that, so that a reload or a test can validate without either.
 func Validate(c *Config) Problems {
 	v := &validator{}
 	v.validate(c)
@@ -76,8 +76,8 @@ func (v *validator) envName(path, name string) {
 	}
 }
 
-// file checks a field naming a file, when set. Whether the file exists is
-// for start-up to say.
+// file checks a field naming a file, when set. Whether the file can be
+// used is for CheckEnvironment to say.
 func (v *validator) file(path, name string) {
 	if name != "" && strings.TrimSpace(name) == "" {
 		v.add(path, "must not be blank")
@@ -386,6 +386,16 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 				v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
 		}
 	}
+}
+
+// hasProblemAt reports whether a problem was found at exactly path.
+func (v *validator) hasProblemAt(path string) bool {
+	for _, p := range v.problems {
+		if p.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // hasProblemUnder reports whether a problem was found at path or below it.
