@@ -359,8 +359,18 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 	for _, r := range BuiltinRoutes() {
 		add(r, -1)
 	}
+	// One pass over the problems, not one per route: a file of aliases can
+	// hold thousands of extra routes.
+	refused := map[string]bool{}
+	for _, p := range v.problems {
+		if rest, ok := strings.CutPrefix(p.Path, "routes.extra["); ok {
+			if i := strings.IndexByte(rest, ']'); i >= 0 {
+				refused[rest[:i]] = true
+			}
+		}
+	}
 	for i, r := range extra {
-		if !v.hasProblemUnder(fmt.Sprintf("routes.extra[%d]", i)) {
+		if !refused[strconv.Itoa(i)] {
 			add(r, i)
 		}
 	}
@@ -392,16 +402,6 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 func (v *validator) hasProblemAt(path string) bool {
 	for _, p := range v.problems {
 		if p.Path == path {
-			return true
-		}
-	}
-	return false
-}
-
-// hasProblemUnder reports whether a problem was found at path or below it.
-func (v *validator) hasProblemUnder(path string) bool {
-	for _, p := range v.problems {
-		if isUnder(p.Path, path) {
 			return true
 		}
 	}
