@@ -5,9 +5,11 @@ package metrics
 
 import (
 	"runtime"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/config"
 )
 
 // Metrics holds every collector faxgate exports. Label values are only ever a
@@ -150,25 +152,17 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 // Method maps an HTTP method to its label value: one of contract section 5's
 // methods, or "other", so a caller cannot mint label values.
 func Method(m string) string {
-	switch m {
-	case "GET", "POST", "PATCH", "PUT", "DELETE":
+	if config.IsMethod(m) {
 		return m
 	}
 	return "other"
 }
 
-var codes [600]string
-
-func init() {
-	for i := range codes {
-		codes[i] = strconv.Itoa(i)
-	}
-}
-
-// Code is the label value for an HTTP status code, without allocating.
+// Code is the label value for an HTTP status code, without allocating;
+// anything outside 0 to 599 is "other", so the label's values stay bounded.
 func Code(status int) string {
-	if status >= 0 && status < len(codes) {
-		return codes[status]
+	if status >= 0 && status < 600 {
+		return ascii.Itoa(int64(status))
 	}
 	return "other"
 }

@@ -186,6 +186,9 @@ func TestMethod(t *testing.T) {
 			t.Errorf("Method(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = metrics.Method("PATCH"), metrics.Method("HEAD") }); n != 0 {
+		t.Errorf("Method allocates %v times per call, want 0 (it is on every request)", n)
+	}
 }
 
 func TestCode(t *testing.T) {

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/faxgate/faxgate/internal/config"
 )
 
-// ConfirmHeader is the request header in which a caller echoes the body's
-// number_id for a route in policy.confirm.
-const ConfirmHeader = "X-Faxgate-Confirm"
+// ConfirmHeader is config.ConfirmHeader, named here for the proxy, which
+// reads it for CheckConfirm and never forwards it.
+const ConfirmHeader = config.ConfirmHeader
 
 // CheckConfirm enforces policy.confirm for numbers.delete-like routes.
 //

@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"path"
-	"strings"
 
 	"github.com/faxgate/faxgate/internal/config"
 )
@@ -33,12 +32,13 @@ type Policy struct {
 
 // NewPolicy compiles the callers' allow lists against the routes of t.
 //
-// It refuses configurations whose meaning is not what an operator would
-// read into them: a sensitive or confirm entry, or an exact allow entry,
-// that names no route (a typo there would silently unprotect a route or
-// grant nothing), a malformed glob, and a sensitive route that shares its
-// path with a route that is not sensitive (sensitivity follows the path,
-// contract section 3, so the other route would be a way around it).
+// callers and p must have passed config.Validate, which is the one place
+// the rules for them live: allow entries and globs that name a route,
+// unique caller names, and a sensitive route's path shared only with
+// sensitive routes. The one check kept here is a guard that fails closed:
+// a sensitive or confirm entry that is not a route of t would silently
+// leave that route unprotected, so it is an error even though validated
+// input never has one.
 func NewPolicy(callers []config.Caller, p config.Policy, t *Table) (*Policy, error) {
 	routes := t.routeNames()
 	sensitive, err := routeSet("policy.sensitive", p.Sensitive, t)
@@ -49,16 +49,6 @@ func NewPolicy(callers []config.Caller, p config.Policy, t *Table) (*Policy, err
 	if err != nil {
 		return nil, err
 	}
-	for _, g := range t.samePath() {
-		for _, a := range g {
-			for _, b := range g {
-				if sensitive[a] && !sensitive[b] {
-					return nil, fmt.Errorf("policy.sensitive: route %q shares its path with sensitive route %q and must be sensitive too", b, a)
-				}
-			}
-		}
-	}
-
 	pol := &Policy{
 		byCaller: make(map[string]map[string]Decision, len(callers)),
 		base:     make(map[string]Decision, len(routes)),
@@ -66,18 +56,7 @@ func NewPolicy(callers []config.Caller, p config.Policy, t *Table) (*Policy, err
 	for _, r := range routes {
 		pol.base[r] = Decision{Sensitive: sensitive[r], Confirm: confirm[r]}
 	}
-	for i, c := range callers {
-		if _, dup := pol.byCaller[c.Name]; dup {
-			return nil, fmt.Errorf("callers.list[%d].name: duplicate caller %q", i, c.Name)
-		}
-		for j, a := range c.Allow {
-			if _, err := path.Match(a, ""); err != nil {
-				return nil, fmt.Errorf("callers.list[%d].allow[%d]: invalid glob %q", i, j, a)
-			}
-			if !isGlob(a) && !t.hasRoute(a) {
-				return nil, fmt.Errorf("callers.list[%d].allow[%d]: no route named %q", i, j, a)
-			}
-		}
+	for _, c := range callers {
 		m := make(map[string]Decision, len(routes))
 		for _, r := range routes {
 			d := pol.base[r]
@@ -107,13 +86,11 @@ func allows(allow []string, route string, sensitive bool) bool {
 	return false
 }
 
-func isGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }
-
 func routeSet(field string, names []string, t *Table) (map[string]bool, error) {
 	set := make(map[string]bool, len(names))
 	for i, n := range names {
 		if !t.hasRoute(n) {
-			return nil, fmt.Errorf("%s[%d]: no route named %q", field, i, n)
+			return nil, fmt.Errorf("%s[%d]: no route named %q (the configuration was not validated)", field, i, n)
 		}
 		set[n] = true
 	}

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -89,52 +88,6 @@ func TestDecideEveryRouteThroughResolve(t *testing.T) {
 				t.Errorf("%s %s -> %s: %+v", method, uri, tg.Route, d)
 			}
 		}
-	}
-}
-
-func TestNewPolicyRejects(t *testing.T) {
-	shared := []config.Route{{Name: "numbers.peek", Method: "GET", Path: "/v1/numbers/delete"}}
-	for _, tc := range []struct {
-		name    string
-		extra   []config.Route
-		callers []config.Caller
-		pol     config.Policy
-		want    string
-	}{
-		{"unknown sensitive", nil, nil, config.Policy{Sensitive: []string{"numbers.delte"}}, "policy.sensitive[0]"},
-		{"unknown confirm", nil, nil, config.Policy{Confirm: []string{"x"}}, "policy.confirm[0]"},
-		{"unknown allow", nil, []config.Caller{{Name: "a", Allow: []string{"numbers.delte"}}}, config.Policy{}, "callers.list[0].allow[0]"},
-		{"bad glob", nil, []config.Caller{{Name: "a", Allow: []string{"contacts.list", "numbers.["}}}, config.Policy{}, "callers.list[0].allow[1]"},
-		{"duplicate caller", nil, []config.Caller{{Name: "a"}, {Name: "a"}}, config.Policy{}, "callers.list[1].name"},
-		{"sensitive path shared with non-sensitive route", shared, nil, config.Policy{Sensitive: []string{"numbers.delete"}}, `"numbers.peek" shares its path`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tab, err := NewTable(tc.extra, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = NewPolicy(tc.callers, tc.pol, tab)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("NewPolicy error = %v, want %q", err, tc.want)
-			}
-		})
-	}
-	// Both routes on the path sensitive: accepted, and each needs its own
-	// exact grant.
-	tab, err := NewTable(shared, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPolicy([]config.Caller{{Name: "a", Allow: []string{"*", "numbers.peek"}}},
-		config.Policy{Sensitive: []string{"numbers.delete", "numbers.peek"}}, tab)
-	if err != nil {
-		t.Fatalf("NewPolicy with both sensitive: %v", err)
-	}
-	if d := p.Decide("a", "numbers.peek"); !d.Allowed || !d.Sensitive {
-		t.Errorf("numbers.peek = %+v", d)
-	}
-	if d := p.Decide("a", "numbers.delete"); d.Allowed {
-		t.Errorf("numbers.delete = %+v", d)
 	}
 }
 

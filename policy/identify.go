@@ -41,8 +41,11 @@ type callerPrefix struct {
 	caller string
 }
 
-// NewIdentifier compiles callers. It refuses what would make identity
-// ambiguous: one SPIFFE ID, header value or CIDR given to two callers.
+// NewIdentifier compiles callers, which must have passed config.Validate:
+// that is the one place the rules for them live (caller names, SPIFFE IDs,
+// header values, and no identifier given to two callers). CIDRs are read by
+// config.ParseCIDR, as validation read them; the only error is its guard
+// against a CIDR validated input never has.
 func NewIdentifier(c config.Callers) (*Identifier, error) {
 	id := &Identifier{
 		spiffe:    map[string]string{},
@@ -52,46 +55,24 @@ func NewIdentifier(c config.Callers) (*Identifier, error) {
 		id.header = textproto.CanonicalMIMEHeaderKey(c.IdentityHeader)
 	}
 	for i, s := range c.TrustedProxies {
-		p, err := parsePrefix(s)
+		p, err := config.ParseCIDR(s)
 		if err != nil {
-			return nil, fmt.Errorf("callers.trusted_proxies[%d]: invalid CIDR %q", i, s)
+			return nil, fmt.Errorf("callers.trusted_proxies[%d]: invalid CIDR %q (the configuration was not validated)", i, s)
 		}
 		id.trusted = append(id.trusted, p)
 	}
-	names := map[string]bool{}
-	seenPrefix := map[netip.Prefix]string{}
 	for i, cl := range c.List {
-		if !validCallerName(cl.Name) {
-			return nil, fmt.Errorf("callers.list[%d].name: %q does not match [a-z0-9-]{1,63}", i, cl.Name)
-		}
-		if names[cl.Name] {
-			return nil, fmt.Errorf("callers.list[%d].name: duplicate caller %q", i, cl.Name)
-		}
-		names[cl.Name] = true
-		for j, s := range cl.SpiffeIDs {
-			if other, dup := id.spiffe[s]; dup {
-				return nil, fmt.Errorf("callers.list[%d].spiffe_ids[%d]: also a SPIFFE ID of caller %q", i, j, other)
-			}
+		for _, s := range cl.SpiffeIDs {
 			id.spiffe[s] = cl.Name
 		}
-		for j, s := range cl.HeaderValues {
-			if s == "" || strings.TrimSpace(s) != s {
-				return nil, fmt.Errorf("callers.list[%d].header_values[%d]: empty or with surrounding blanks", i, j)
-			}
-			if other, dup := id.headerVal[s]; dup {
-				return nil, fmt.Errorf("callers.list[%d].header_values[%d]: also a header value of caller %q", i, j, other)
-			}
+		for _, s := range cl.HeaderValues {
 			id.headerVal[s] = cl.Name
 		}
 		for j, s := range cl.CIDRs {
-			p, err := parsePrefix(s)
+			p, err := config.ParseCIDR(s)
 			if err != nil {
-				return nil, fmt.Errorf("callers.list[%d].cidrs[%d]: invalid CIDR %q", i, j, s)
+				return nil, fmt.Errorf("callers.list[%d].cidrs[%d]: invalid CIDR %q (the configuration was not validated)", i, j, s)
 			}
-			if other, dup := seenPrefix[p]; dup {
-				return nil, fmt.Errorf("callers.list[%d].cidrs[%d]: %s is also a CIDR of caller %q", i, j, p, other)
-			}
-			seenPrefix[p] = cl.Name
 			id.cidrs = append(id.cidrs, callerPrefix{p, cl.Name})
 		}
 	}
@@ -100,32 +81,14 @@ func NewIdentifier(c config.Callers) (*Identifier, error) {
 	sort.SliceStable(id.cidrs, func(a, b int) bool {
 		return id.cidrs[a].prefix.Bits() > id.cidrs[b].prefix.Bits()
 	})
-	switch u := c.Unidentified; {
-	case u == "deny" || u == "":
+	// The zero value means deny, like the default, so a Callers built in
+	// code without Unidentified never lets everyone in.
+	if u := c.Unidentified; u == "deny" || u == "" {
 		id.deny = true
-	case names[u]:
+	} else {
 		id.fallback = u
-	default:
-		return nil, fmt.Errorf("callers.unidentified: %q is neither deny nor a caller in callers.list", u)
 	}
 	return id, nil
-}
-
-// parsePrefix parses a CIDR and masks it; an IPv4-mapped IPv6 prefix becomes
-// the IPv4 prefix it means, because peer addresses are unmapped before they
-// are matched.
-func parsePrefix(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	if a := p.Addr(); a.Is4In6() {
-		if p.Bits() < 96 {
-			return netip.Prefix{}, fmt.Errorf("IPv4-mapped prefix shorter than /96")
-		}
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked(), nil
 }
 
 // Identify returns the caller's name and how it was identified (ByMTLS,
@@ -233,18 +196,4 @@ func (id *Identifier) fromHeader(r *http.Request) (string, bool) {
 	}
 	name, ok := id.headerVal[strings.Trim(vals[0], " \t")]
 	return name, ok
-}
-
-// validCallerName is contract section 2's [a-z0-9-]{1,63}: names become
-// metric labels.
-func validCallerName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

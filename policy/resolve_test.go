@@ -339,48 +339,6 @@ func TestResolveUnmatchedDeny(t *testing.T) {
 	}
 }
 
-func TestNewTableRejects(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		route config.Route
-		want  string
-	}{
-		{"empty name", config.Route{Name: "", Method: "GET", Path: "/v1/a"}, "name"},
-		{"upper-case name", config.Route{Name: "Faxes", Method: "GET", Path: "/v1/a"}, "name"},
-		{"glob name", config.Route{Name: "faxes.*", Method: "GET", Path: "/v1/a"}, "name"},
-		{"builtin name", config.Route{Name: "numbers.delete", Method: "GET", Path: "/v1/a"}, "already used"},
-		{"unmatched name", config.Route{Name: "unmatched", Method: "GET", Path: "/v1/a"}, "reserved"},
-		{"unknown_route name", config.Route{Name: "unknown_route", Method: "GET", Path: "/v1/a"}, "reserved"},
-		{"bad method", config.Route{Name: "a", Method: "HEAD", Path: "/v1/a"}, "method"},
-		{"lower method", config.Route{Name: "a", Method: "get", Path: "/v1/a"}, "method"},
-		{"outside v1", config.Route{Name: "a", Method: "GET", Path: "/v2/a"}, "/v1/"},
-		{"upper V1", config.Route{Name: "a", Method: "GET", Path: "/V1/a"}, "/v1/"},
-		{"v1 only", config.Route{Name: "a", Method: "GET", Path: "/v1/"}, "segment"},
-		{"trailing slash", config.Route{Name: "a", Method: "GET", Path: "/v1/a/"}, "segment"},
-		{"double slash", config.Route{Name: "a", Method: "GET", Path: "/v1//a"}, "segment"},
-		{"dot", config.Route{Name: "a", Method: "GET", Path: "/v1/a.json"}, "segment"},
-		{"percent", config.Route{Name: "a", Method: "GET", Path: "/v1/a%20"}, "segment"},
-		{"empty param", config.Route{Name: "a", Method: "GET", Path: "/v1/{}"}, "segment"},
-		{"bad param", config.Route{Name: "a", Method: "GET", Path: "/v1/{a-b}"}, "segment"},
-		{"repeated param", config.Route{Name: "a", Method: "GET", Path: "/v1/{x}/{x}"}, "twice"},
-		{"same method and path", config.Route{Name: "a", Method: "POST", Path: "/v1/numbers/delete"}, "same method and path"},
-		{"same path other params", config.Route{Name: "a", Method: "DELETE", Path: "/v1/esign_templates/{other}/theme"}, "same method and path"},
-		{"auth path", config.Route{Name: "a", Method: "GET", Path: "/v1/auth"}, "owned by the gateway"},
-		{"auth path any case", config.Route{Name: "a", Method: "PUT", Path: "/v1/Auth"}, "owned by the gateway"},
-		{"other spelling", config.Route{Name: "a", Method: "GET", Path: "/v1/Numbers/list"}, "spelled"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewTable([]config.Route{{Name: "ok", Method: "GET", Path: "/v1/ok"}, tc.route}, false)
-			if err == nil {
-				t.Fatalf("NewTable accepted %+v", tc.route)
-			}
-			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "routes.extra[1]") {
-				t.Errorf("NewTable error = %q, want routes.extra[1] ... %q", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestRoutes(t *testing.T) {
 	tab := newTestTable(t, false)
 	rs := tab.Routes()

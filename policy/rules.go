@@ -26,6 +26,12 @@ type Rules struct {
 
 // Compile builds the rules of cfg. now is the rate limiters' clock. With
 // rate_limit.backend: redis, opts must include WithRedis.
+//
+// cfg must have passed validation (config.Load, config.Validate): the rules
+// for callers, routes and policy live there, once, with YAML paths, so that
+// faxgate check refuses everything Compile would. What Compile still
+// refuses are guards against input that skipped validation, and a reload
+// that switches to the Redis rate limiter without a Redis connection.
 func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*Rules, error) {
 	table, err := NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
 	if err != nil {

@@ -283,7 +283,7 @@ func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 		return &gatewayError{http.StatusBadRequest, "invalid_request", "a confirmed route's body must be sent as Content-Type: application/json"}
 	}
 	confirm := ""
-	if vs := r.Header.Values("X-Faxgate-Confirm"); len(vs) == 1 {
+	if vs := r.Header.Values(policy.ConfirmHeader); len(vs) == 1 {
 		confirm = vs[0]
 	}
 	num, order, perr := policy.CheckConfirm(ex.target.RawQuery, body, confirm)

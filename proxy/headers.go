@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/faxgate/faxgate/policy"
 )
 
 // strippedRequestHeaders never reach the upstream (contract sections 3, 4, 5):
@@ -19,7 +21,7 @@ var strippedRequestHeaders = []string{
 	"X-Original-Url", "X-Rewrite-Url", "X-Override-Url", "X-Original-Uri", "X-Envoy-Original-Path",
 	"Connection", "Proxy-Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
 	"Transfer-Encoding", "Http2-Settings",
-	"X-Forwarded-Client-Cert", "X-Faxgate-Confirm",
+	"X-Forwarded-Client-Cert", policy.ConfirmHeader,
 }
 
 // stripRequestHeaders removes, in place, everything the gateway does not

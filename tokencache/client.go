@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/config"
 )
 
 // Fetcher obtains a new token from the upstream token endpoint.
@@ -51,7 +53,7 @@ func StaticKey(s Secret) KeyFunc {
 
 // DefaultLifetime is used when the token response carries no usable
 // expires_in: the upstream's confirmed lifetime (upstream-api-v1.md, Limits).
-const DefaultLifetime = 24 * time.Hour
+const DefaultLifetime = config.TokenLifetime
 
 // maxAuthResponse bounds how much of the token endpoint's answer is read.
 const maxAuthResponse = 64 << 10

@@ -31,7 +31,8 @@ type env struct {
 
 const usage = `usage:
   faxgate serve --config FILE   run the gateway until SIGINT/SIGTERM
-  faxgate check --config FILE   validate FILE; exit 0 valid, 1 invalid
+  faxgate check --config FILE   validate FILE and the files and variables it names;
+                                exit 0 valid, 1 invalid
   faxgate demo [--listen ADDR] [--admin-listen ADDR]
                                 gateway + embedded upstream simulator, with curl examples
   faxgate version               version, commit, Go version
@@ -80,7 +81,9 @@ func cmdCheck(args []string, e env) int {
 	if !ok {
 		return 1
 	}
-	_, err := config.Load(path, e.getenv)
+	// The same load as serve's, files and environment included, so that
+	// check refuses every file serve would refuse to start with.
+	_, err := config.LoadAndCheck(path, e.getenv)
 	var ps config.Problems
 	switch {
 	case errors.As(err, &ps):
@@ -101,7 +104,7 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	if !ok {
 		return 1
 	}
-	cfg, err := config.Load(path, e.getenv)
+	cfg, err := config.LoadAndCheck(path, e.getenv)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "faxgate: %s\n", oneLine(path, err))
 		return 1

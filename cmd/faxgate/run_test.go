@@ -68,23 +68,26 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestCheckExample(t *testing.T) {
-	// config.example.yaml names FAXGATE_API_KEY; check validates the file and
-	// never needs the secret itself.
+	// config.example.yaml names FAXGATE_API_KEY. serve cannot start without
+	// it, so neither does check pass (contract section 1); either way check
+	// never prints the secret.
+	path := filepath.Join("..", "..", "config.example.yaml")
 	for _, tc := range []struct {
 		name   string
 		getenv func(string) (string, bool)
+		code   int
+		want   string
 	}{
-		{"without environment", nil},
-		{"with the key set", mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue})},
+		{"without environment", nil, 1, `upstream.api_key_env: environment variable "FAXGATE_API_KEY" is not set` + "\n"},
+		{"with the key set", mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue}), 0, path + ": ok\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join("..", "..", "config.example.yaml")
 			r := runCmd(t, tc.getenv, "check", "--config", path)
-			if r.code != 0 {
-				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
 			}
-			if want := path + ": ok\n"; r.stdout != want {
-				t.Errorf("stdout = %q, want %q", r.stdout, want)
+			if r.stdout != tc.want {
+				t.Errorf("stdout = %q, want %q", r.stdout, tc.want)
 			}
 			if strings.Contains(r.stdout+r.stderr, secretValue) {
 				t.Errorf("check printed the secret")
@@ -133,7 +136,8 @@ func TestCheckInvalid(t *testing.T) {
 
 // TestCheckContractExample is the message of contract section 1, verbatim.
 func TestCheckContractExample(t *testing.T) {
-	r := runCmd(t, nil, "check", "--config", filepath.Join("testdata", "invalid-cidr.yaml"))
+	getenv := mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue})
+	r := runCmd(t, getenv, "check", "--config", filepath.Join("testdata", "invalid-cidr.yaml"))
 	want := `callers.list[2].cidrs[0]: invalid CIDR "10.0.0/8"` + "\n"
 	if r.code != 1 || r.stdout != want {
 		t.Errorf("exit %d, stdout %q; want 1, %q", r.code, r.stdout, want)

@@ -192,7 +192,7 @@ func TestServeKeySourceFailure(t *testing.T) {
 		{"empty file", serveOpts{keyFile: empty}, nil, "upstream.api_key_file"},
 		{"directory", serveOpts{keyFile: dir}, nil, "is a directory"},
 		{"unset env", serveOpts{keyEnv: "FAXGATE_TEST_KEY"}, nil, `upstream.api_key_env: environment variable "FAXGATE_TEST_KEY" is not set`},
-		{"empty env", serveOpts{keyEnv: "FAXGATE_TEST_KEY"}, mapEnv(map[string]string{"FAXGATE_TEST_KEY": ""}), `"FAXGATE_TEST_KEY" is not set`},
+		{"empty env", serveOpts{keyEnv: "FAXGATE_TEST_KEY"}, mapEnv(map[string]string{"FAXGATE_TEST_KEY": ""}), `upstream.api_key_env: environment variable "FAXGATE_TEST_KEY" is empty`},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-000 file anyway
 		cases = append(cases, struct {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/textproto"
@@ -23,7 +24,7 @@ var reservedHeaders = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
 	"Cookie": true, "Set-Cookie": true, "X-Api-Key": true,
 	"Host": true, "Forwarded": true, "X-Real-Ip": true,
-	"X-Request-Id": true, "X-Faxgate-Confirm": true,
+	"X-Request-Id": true, ConfirmHeader: true,
 	"Content-Length": true, "Content-Type": true, "Content-Encoding": true,
 	"Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Upgrade": true, "Expect": true,
@@ -73,7 +74,7 @@ func validSpiffeID(s string) bool {
 		}
 		for i := 0; i < len(seg); i++ {
 			c := seg[i]
-			if !(isSegmentByte(c) || c == '.') {
+			if !(IsSegmentByte(c) || c == '.') {
 				return false
 			}
 		}
@@ -95,20 +96,49 @@ func validHeaderValue(s string) bool {
 	return true
 }
 
-// cidr checks a CIDR at path and returns its canonical form ("" when
-// invalid). A bare address is refused rather than read as /32 or /128: a
+// errShortMapped is ParseCIDR's error for an IPv4-mapped prefix shorter
+// than /96, which would reach beyond the mapped range.
+var errShortMapped = errors.New("an IPv4-mapped prefix needs at least /96")
+
+// ParseCIDR reads a CIDR of the configuration (callers.trusted_proxies,
+// callers.list[].cidrs) as the gateway matches it: masked, and an
+// IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) as the IPv4 prefix it means
+// (10.0.0.0/8), because peer addresses are unmapped before they are
+// matched. Validate reports every string it refuses, so the policy package
+// can compile validated CIDRs with it and read them the same way.
+func ParseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a := p.Addr(); a.Is4In6() {
+		if p.Bits() < 96 {
+			return netip.Prefix{}, errShortMapped
+		}
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+// cidr checks a CIDR at path and returns its canonical form, as ParseCIDR
+// reads it ("" when invalid), so that two spellings of one prefix are seen
+// as one. A bare address is refused rather than read as /32 or /128: a
 // missing prefix length is more often a typo than a single host.
 func (v *validator) cidr(path, s string) string {
-	pfx, err := netip.ParsePrefix(s)
-	if err != nil {
+	pfx, err := ParseCIDR(s)
+	switch {
+	case errors.Is(err, errShortMapped):
+		v.add(path, "invalid CIDR %s (%v)", v.q(path, s), err)
+	case err == nil:
+		return pfx.String()
+	default:
 		if _, aerr := netip.ParseAddr(s); aerr == nil {
 			v.add(path, "invalid CIDR %s (a single address needs /32 or /128)", v.q(path, s))
 		} else {
 			v.add(path, "invalid CIDR %s", v.q(path, s))
 		}
-		return ""
 	}
-	return pfx.Masked().String()
+	return ""
 }
 
 func (v *validator) validateCallers(c Callers, extra []Route) {

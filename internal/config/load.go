@@ -55,11 +55,32 @@ func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
 	return Parse(data, getenv)
 }
 
+// LoadAndCheck is Load followed by CheckEnvironment: it also reads the
+// files and environment variables the configuration names, as faxgate
+// serve does before it starts, and reports every problem of both kinds in
+// file order. faxgate check and faxgate serve both load through it, so
+// check refuses every file serve would refuse in the same environment.
+func LoadAndCheck(path string, getenv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return parse(data, getenv, true)
+}
+
 // Parse is Load on bytes. Problems are in file order: each at the line of
 // its key, or of the nearest enclosing key the file has. A validation
 // problem at a path that already failed to decode is left out, since it
 // would only repeat the first.
 func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	return parse(data, getenv, false)
+}
+
+// parse is Parse, plus CheckEnvironment when env is set. An environment
+// problem at a path that already has a problem is left out: a file name
+// that is blank, or a variable name that is invalid, needs no second line
+// saying it cannot be read.
+func parse(data []byte, getenv func(string) (string, bool), env bool) (*Config, error) {
 	root, p := parseYAML(data)
 	if p != nil {
 		return nil, Problems{*p}
@@ -82,6 +103,15 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 	for _, p := range v.problems {
 		if !d.failedAt(p.Path) {
 			all = append(all, found{p, d.line(p.Path)})
+		}
+	}
+	if env {
+		e := &validator{src: d.src}
+		e.environment(&cfg, getenv)
+		for _, p := range e.problems {
+			if !d.failedAt(p.Path) && !v.hasProblemAt(p.Path) {
+				all = append(all, found{p, d.line(p.Path)})
+			}
 		}
 	}
 	if len(all) > 0 {

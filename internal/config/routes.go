@@ -35,9 +35,6 @@ const (
 	RouteUnknown = "unknown_route"
 )
 
-// methods are the HTTP methods the gateway forwards (contract section 5).
-var methods = []string{"GET", "POST", "PATCH", "PUT", "DELETE"}
-
 var routeNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
 // validRoutePath reports whether p is /v1/ followed by one or more segments,
@@ -50,7 +47,7 @@ func validRoutePath(p string) bool {
 	for _, seg := range strings.Split(rest, "/") {
 		if name, ok := paramName(seg); ok {
 			for i := 0; i < len(name); i++ {
-				if c := name[i]; c == '-' || !isSegmentByte(c) {
+				if c := name[i]; c == '-' || !IsSegmentByte(c) {
 					return false
 				}
 			}
@@ -63,7 +60,7 @@ func validRoutePath(p string) bool {
 			return false
 		}
 		for i := 0; i < len(seg); i++ {
-			if !isSegmentByte(seg[i]) {
+			if !IsSegmentByte(seg[i]) {
 				return false
 			}
 		}
@@ -78,7 +75,10 @@ func paramName(seg string) (string, bool) {
 	return "", false
 }
 
-func isSegmentByte(c byte) bool {
+// IsSegmentByte reports whether c may appear in a path segment the gateway
+// forwards: [A-Za-z0-9_-] (contract section 3). Route paths in the
+// configuration and request paths at run time are held to the same set.
+func IsSegmentByte(c byte) bool {
 	return c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
@@ -200,8 +200,8 @@ func (v *validator) validateRoutes(r Routes) {
 		switch {
 		case e.Method == "":
 			v.add(mp, "required")
-		case !contains(methods, e.Method):
-			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(methods))
+		case !IsMethod(e.Method):
+			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(Methods()))
 		default:
 			methodOK = true
 		}

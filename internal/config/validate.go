@@ -11,15 +11,10 @@ import (
 	"time"
 )
 
-// tokenLifetime is the lifetime of the upstream's tokens, as confirmed
-// against the Customer API: renewing earlier than this before expiry would
-// renew on every tick.
-const tokenLifetime = 24 * time.Hour
-
 // Validate is pure: it returns every problem of c, in file order (the order
 // of contract section 2, which a file is expected to follow), nil when c
-// is valid. It reads no file and no environment (whether api_key_file exists
-// is checked at start-up).
+// is valid. It reads no file and no environment: CheckEnvironment does
+// that, so that a reload or a test can validate without either.
 func Validate(c *Config) Problems {
 	v := &validator{}
 	v.validate(c)
@@ -81,8 +76,8 @@ func (v *validator) envName(path, name string) {
 	}
 }
 
-// file checks a field naming a file, when set. Whether the file exists is
-// for start-up to say.
+// file checks a field naming a file, when set. Whether the file can be
+// used is for CheckEnvironment to say.
 func (v *validator) file(path, name string) {
 	if name != "" && strings.TrimSpace(name) == "" {
 		v.add(path, "must not be blank")
@@ -258,9 +253,10 @@ func (v *validator) baseURL(path, s string) {
 func (v *validator) validateToken(t Token) {
 	v.oneOf("token.store", t.Store, "memory", "redis")
 	v.positive("token.refresh_before", t.RefreshBefore)
-	if t.RefreshBefore >= tokenLifetime {
-		v.add("token.refresh_before", "must be less than the 24h token lifetime (a token is renewed this long before it expires), got %s",
-			v.q("token.refresh_before", t.RefreshBefore.String()))
+	// Renewing this long or longer before expiry would renew on every tick.
+	if t.RefreshBefore >= TokenLifetime {
+		v.add("token.refresh_before", "must be less than the %s token lifetime (a token is renewed this long before it expires), got %s",
+			strings.TrimSuffix(TokenLifetime.String(), "0m0s"), v.q("token.refresh_before", t.RefreshBefore.String()))
 	}
 	v.positive("token.retry_min", t.RetryMin)
 	v.positive("token.retry_max", t.RetryMax)
@@ -330,6 +326,86 @@ func (v *validator) validatePolicy(p Policy, extra []Route) {
 	check("sensitive", p.Sensitive)
 	check("confirm", p.Confirm)
 	v.oneOf("policy.auth_endpoint", p.AuthEndpoint, "deny", "shim")
+	v.sensitivePaths(p.Sensitive, extra)
+}
+
+// sensitivePaths checks that every route sharing a sensitive route's path
+// is sensitive too. Sensitivity follows the path, not the method (contract
+// section 3): a request on that path gets the sensitive route's policy
+// whatever its method, so another route there that is not sensitive would
+// be a second, weaker policy for the same path. An extra route is reported
+// at its path, a built-in one at the sensitive entry that shares it. Extra
+// routes already reported for their name, method or path are left out.
+func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
+	sens := map[string]bool{}
+	for _, n := range sensitive {
+		sens[n] = true
+	}
+	type entry struct {
+		r     Route
+		extra int // index in routes.extra; -1 for a built-in route
+	}
+	// byPath groups the usable routes by their path as the router
+	// matches it (letter case and parameter names ignored).
+	byPath := map[string][]entry{}
+	pathOf := map[string]string{} // route name -> its key in byPath
+	add := func(r Route, i int) {
+		if validRoutePath(r.Path) && IsMethod(r.Method) {
+			k := routeShape("", r.Path)
+			byPath[k] = append(byPath[k], entry{r, i})
+			pathOf[r.Name] = k
+		}
+	}
+	for _, r := range BuiltinRoutes() {
+		add(r, -1)
+	}
+	// One pass over the problems, not one per route: a file of aliases can
+	// hold thousands of extra routes.
+	refused := map[string]bool{}
+	for _, p := range v.problems {
+		if rest, ok := strings.CutPrefix(p.Path, "routes.extra["); ok {
+			if i := strings.IndexByte(rest, ']'); i >= 0 {
+				refused[rest[:i]] = true
+			}
+		}
+	}
+	for i, r := range extra {
+		if !refused[strconv.Itoa(i)] {
+			add(r, i)
+		}
+	}
+	reported := map[entry]bool{}
+	for k, n := range sensitive {
+		key, ok := pathOf[n]
+		if !ok {
+			continue
+		}
+		for _, e := range byPath[key] {
+			if sens[e.r.Name] || reported[e] {
+				continue
+			}
+			reported[e] = true
+			if e.extra < 0 {
+				p := fmt.Sprintf("policy.sensitive[%d]", k)
+				v.add(p, "built-in route %s shares the path of sensitive route %s and must be in policy.sensitive too (sensitivity follows the path, not the method)",
+					strconv.Quote(e.r.Name), v.q(p, n))
+				continue
+			}
+			p := fmt.Sprintf("routes.extra[%d].path", e.extra)
+			v.add(p, "%s is the path of sensitive route %s, so route %s must be in policy.sensitive too (sensitivity follows the path, not the method)",
+				v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
+		}
+	}
+}
+
+// hasProblemAt reports whether a problem was found at exactly path.
+func (v *validator) hasProblemAt(path string) bool {
+	for _, p := range v.problems {
+		if p.Path == path {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

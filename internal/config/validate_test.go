@@ -91,6 +91,39 @@ func TestValidateMessages(t *testing.T) {
 		{"extra route same path other method", func(c *Config) {
 			c.Routes.Extra = []Route{{Name: "contacts.get", Method: "GET", Path: "/v1/contacts/list"}}
 		}, nil},
+		// Issue 8: these passed check, then serve refused to start.
+		{"sensitive path shared with a route that is not sensitive", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "numbers.peek", Method: "GET", Path: "/v1/numbers/delete"}}
+		}, []string{`routes.extra[0].path: "/v1/numbers/delete" is the path of sensitive route "numbers.delete", so route "numbers.peek" must be in policy.sensitive too (sensitivity follows the path, not the method)`}},
+		{"sensitive path shared, other spelling of the parameter", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "faxes.delete", Method: "DELETE", Path: "/v1/faxes/{faxId}"},
+				{Name: "faxes.get", Method: "GET", Path: "/v1/faxes/{id}"}}
+			c.Policy.Sensitive = []string{"faxes.delete"}
+		}, []string{`routes.extra[1].path: "/v1/faxes/{id}" is the path of sensitive route "faxes.delete", so route "faxes.get" must be in policy.sensitive too (sensitivity follows the path, not the method)`}},
+		{"sensitive path shared, both sensitive", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "numbers.peek", Method: "GET", Path: "/v1/numbers/delete"}}
+			c.Policy.Sensitive = []string{"numbers.delete", "numbers.peek"}
+		}, nil},
+		{"built-in route on a sensitive extra's path", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "contacts.peek", Method: "GET", Path: "/v1/contacts/list"}}
+			c.Policy.Sensitive = []string{"contacts.peek"}
+			c.Policy.Confirm = nil
+		}, []string{`policy.sensitive[0]: built-in route "contacts.list" shares the path of sensitive route "contacts.peek" and must be in policy.sensitive too (sensitivity follows the path, not the method)`}},
+		{"nothing sensitive", func(c *Config) {
+			c.Routes.Extra = []Route{{Name: "numbers.peek", Method: "GET", Path: "/v1/numbers/delete"}}
+			c.Policy.Sensitive = nil
+		}, nil},
+		{"short ipv4-mapped cidr", func(c *Config) {
+			c.Callers.TrustedProxies = []string{"::ffff:10.0.0.0/8"}
+			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"::ffff:0:0/95", "::ffff:10.1.0.0/112"}}}
+		}, []string{`callers.trusted_proxies[0]: invalid CIDR "::ffff:10.0.0.0/8" (an IPv4-mapped prefix needs at least /96)`,
+			`callers.list[0].cidrs[0]: invalid CIDR "::ffff:0:0/95" (an IPv4-mapped prefix needs at least /96)`}},
+		{"ipv4-mapped cidr is its ipv4 prefix", func(c *Config) {
+			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"10.1.0.0/16"}}, {Name: "b", CIDRs: []string{"::ffff:10.1.2.3/112"}}}
+		}, []string{`callers.list[1].cidrs[0]: "::ffff:10.1.2.3/112" also identifies caller "a" (callers.list[0].cidrs[0]); the identity would be ambiguous`}},
+		{"ipv6 cidr that is not mapped", func(c *Config) {
+			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"::/8", "fd00::/8"}}}
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -114,7 +147,7 @@ func TestBuiltinRoutes(t *testing.T) {
 	names := map[string]bool{}
 	shapes := map[string]bool{}
 	for _, r := range rs {
-		if !routeNameRE.MatchString(r.Name) || !contains(methods, r.Method) || !validRoutePath(r.Path) {
+		if !routeNameRE.MatchString(r.Name) || !IsMethod(r.Method) || !validRoutePath(r.Path) {
 			t.Errorf("built-in route %v would not pass as an extra route", r)
 		}
 		if names[r.Name] || shapes[routeShape(r.Method, r.Path)] {
@@ -170,6 +203,53 @@ func TestValidSpiffeID(t *testing.T) {
 	} {
 		if got := validSpiffeID(s); got != want {
 			t.Errorf("validSpiffeID(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestMethods(t *testing.T) {
+	if got, want := strings.Join(Methods(), " "), "GET POST PATCH PUT DELETE"; got != want {
+		t.Errorf("Methods() = %s, want %s (contract section 5)", got, want)
+	}
+	for _, m := range Methods() {
+		if !IsMethod(m) {
+			t.Errorf("IsMethod(%q) = false", m)
+		}
+	}
+	for _, m := range []string{"get", "HEAD", "OPTIONS", "CONNECT", "TRACE", "", "GET ", "DELETE\x00"} {
+		if IsMethod(m) {
+			t.Errorf("IsMethod(%q) = true", m)
+		}
+	}
+	Methods()[0] = "HEAD"
+	if !IsMethod("GET") || IsMethod("HEAD") {
+		t.Error("Methods() shares its backing array")
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = IsMethod("DELETE") }); a != 0 {
+		t.Errorf("IsMethod allocates %v times, want 0", a)
+	}
+}
+
+func TestParseCIDR(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"10.1.2.3/8", "10.0.0.0/8"},
+		{"::ffff:10.1.2.3/104", "10.0.0.0/8"},
+		{"::ffff:10.1.2.3/96", "0.0.0.0/0"},
+		{"::ffff:10.1.2.3/128", "10.1.2.3/32"},
+		{"fd00::1/8", "fd00::/8"},
+		{"::ffff:10.0.0.0/95", ""},
+		{"::ffff:10.0.0.0/8", ""},
+		{"10.0.0.1", ""},
+		{"10.0.0/8", ""},
+		{"fe80::1%eth0/64", ""},
+	} {
+		p, err := ParseCIDR(tc.in)
+		got := ""
+		if err == nil {
+			got = p.String()
+		}
+		if got != tc.want {
+			t.Errorf("ParseCIDR(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
 }

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// CheckEnvironment reads the files and environment variables c names, as
+// faxgate serve does before it starts, and returns a problem, at its YAML
+// path, for each one serve could not use: an API key file that is missing,
+// unreadable or blank, an API key variable that is unset or blank, a CA
+// file without a PEM certificate, an unset Redis password variable while
+// Redis is in use, and the TLS files of the mode in force. It never puts a
+// file's content or a variable's value in a problem. A nil getenv treats
+// every variable as unset.
+//
+// Validate stays pure; LoadAndCheck runs both, which is what faxgate check
+// and faxgate serve do, so check refuses every file serve would refuse.
+func CheckEnvironment(c *Config, getenv func(string) (string, bool)) Problems {
+	v := &validator{}
+	v.environment(c, getenv)
+	return v.problems
+}
+
+// UsesRedis reports whether c needs the Redis connection of the redis
+// section: for the token store, the rate limits or the ACME storage.
+func (c *Config) UsesRedis() bool {
+	return c.Token.Store == "redis" || c.RateLimit.Backend == "redis" ||
+		c.Server.TLS.Mode == "acme" && c.Server.TLS.ACME.Storage == "redis"
+}
+
+func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
+	if c == nil {
+		return
+	}
+	if getenv == nil {
+		getenv = func(string) (string, bool) { return "", false }
+	}
+	u := c.Upstream
+	if u.APIKeyFile != "" {
+		v.keyFile("upstream.api_key_file", u.APIKeyFile)
+	}
+	if u.APIKeyEnv != "" {
+		v.secretEnv("upstream.api_key_env", u.APIKeyEnv, getenv, true)
+	}
+	if u.CAFile != "" {
+		v.pemCertificates("upstream.ca_file", u.CAFile)
+	}
+	if c.UsesRedis() && c.Redis.PasswordEnv != "" {
+		// An empty password is allowed: the variable may be set to "" on
+		// purpose where Redis has none. Unset means the secret is missing.
+		v.secretEnv("redis.password_env", c.Redis.PasswordEnv, getenv, false)
+	}
+	t := c.Server.TLS
+	if t.Mode == "files" && t.CertFile != "" && t.KeyFile != "" {
+		v.keyPair("server.tls.cert_file", t.CertFile, "server.tls.key_file", t.KeyFile)
+	}
+	if t.Mode != "off" && t.ClientCAFile != "" {
+		v.pemCertificates("server.tls.client_ca_file", t.ClientCAFile)
+	}
+	if t.Mode == "acme" && t.ACME.CARootFile != "" {
+		v.pemCertificates("server.tls.acme.ca_root_file", t.ACME.CARootFile)
+	}
+}
+
+// readFile reads the file named at path; on failure it reports why without
+// repeating the name as expanded (a ${NAME} shows as written).
+func (v *validator) readFile(path, name string) ([]byte, bool) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		v.add(path, "cannot read %s: %s", v.q(path, name), osReason(err))
+		return nil, false
+	}
+	return b, true
+}
+
+// osReason is the reason of an os error without the path it carries.
+func osReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// keyFile checks the API key file as the token manager reads it: the key is
+// the content with surrounding white space trimmed, and must not be empty.
+func (v *validator) keyFile(path, name string) {
+	b, ok := v.readFile(path, name)
+	if ok && strings.TrimSpace(string(b)) == "" {
+		v.add(path, "%s is empty", v.q(path, name))
+	}
+}
+
+// secretEnv checks that the variable named at path is set and, when
+// required, not blank.
+func (v *validator) secretEnv(path, name string, getenv func(string) (string, bool), required bool) {
+	val, ok := getenv(name)
+	switch {
+	case !ok:
+		v.add(path, "environment variable %s is not set", v.q(path, name))
+	case required && strings.TrimSpace(val) == "":
+		v.add(path, "environment variable %s is empty", v.q(path, name))
+	}
+}
+
+// pemCertificates checks a trust root file: at least one PEM certificate
+// that parses, which is what x509.CertPool.AppendCertsFromPEM, used to load
+// it, needs.
+func (v *validator) pemCertificates(path, name string) {
+	b, ok := v.readFile(path, name)
+	if ok && !x509.NewCertPool().AppendCertsFromPEM(b) {
+		v.add(path, "%s holds no PEM certificate", v.q(path, name))
+	}
+}
+
+// keyPair checks that the certificate and key files form a pair.
+func (v *validator) keyPair(certPath, cert, keyPath, key string) {
+	_, cok := v.readFile(certPath, cert)
+	_, kok := v.readFile(keyPath, key)
+	if !cok || !kok {
+		return
+	}
+	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+		// crypto/tls's messages name no key material.
+		v.add(certPath, "%s and %s are not a certificate and key pair: %s",
+			v.q(certPath, cert), v.q(keyPath, key), strings.TrimPrefix(err.Error(), "tls: "))
+	}
+}
