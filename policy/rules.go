@@ -22,6 +22,9 @@ type Rules struct {
 
 	// below holds the sensitive routes' paths, for Resolve.
 	below *sensitivePaths
+	// shadows: per route, the sensitive routes below whose path it can
+	// match a request only through a parameter (nil when none), for Resolve.
+	shadows map[string][]sensitivePattern
 }
 
 // Compile builds the rules of cfg. now is the rate limiters' clock. With
@@ -58,5 +61,6 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		IdentityHeader: cfg.Callers.IdentityHeader,
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
 		below:          newSensitivePaths(table, pol),
+		shadows:        newShadows(table, pol),
 	}, nil
 }

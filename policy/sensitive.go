@@ -16,10 +16,28 @@ import (
 // for every caller and whatever routes.unmatched says. An upstream that
 // routes by prefix, or ignores trailing segments, could otherwise read it
 // as the sensitive route, reached as "unmatched" around its policy.
+//
+// The same holds for a path that matches a route only by accident: a route
+// whose pattern reaches below a sensitive route's path through a parameter
+// where the sensitive route has a fixed segment, or the other way round
+// (routes.extra /v1/numbers/{id}/status matches /v1/numbers/delete/status).
+// Only a route configured below the sensitive route's own pattern
+// (/v1/numbers/delete/preview) is reached there on purpose.
 func (r *Rules) Resolve(method, requestURI string) (Target, *Error) {
 	tgt, err := r.Table.resolve(method, requestURI)
-	if err != nil || tgt.Route != RouteUnmatched {
+	if err != nil {
 		return tgt, err
+	}
+	if tgt.Route != RouteUnmatched {
+		if r.shadows != nil {
+			for _, s := range r.shadows[tgt.Route] {
+				if s.prefixOf(tgt.Path) {
+					return Target{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+						Message: "the path lies below sensitive route " + s.route + " and matches route " + tgt.Route + " only through a parameter"}
+				}
+			}
+		}
+		return tgt, nil
 	}
 	if route := r.below.under(tgt.Path); route != "" {
 		return Target{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
@@ -112,6 +130,84 @@ func (n *sensitivePaths) walk(rest string) string {
 		return n.param.walk(tail)
 	}
 	return ""
+}
+
+// sensitivePattern is a sensitive route's path pattern, split after "/v1/".
+type sensitivePattern struct {
+	route string
+	segs  []string // fixed segments as configured; "" for a parameter
+}
+
+func splitPattern(path string) []string {
+	segs := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
+	for i, s := range segs {
+		if len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' {
+			segs[i] = ""
+		}
+	}
+	return segs
+}
+
+// prefixOf reports whether the pattern matches the first segments of path
+// (a resolved "/v1/..." path) and more segments follow.
+func (p *sensitivePattern) prefixOf(path string) bool {
+	rest := path[len("/v1/"):]
+	for _, want := range p.segs {
+		seg, tail, more := strings.Cut(rest, "/")
+		if !more || want != "" && !ascii.EqualFold(want, seg) {
+			return false
+		}
+		rest = tail
+	}
+	return true
+}
+
+// newShadows finds, for every route that is not sensitive, the sensitive
+// routes below whose path it can match a request path without having been
+// configured there: its pattern is longer, agrees with the sensitive
+// pattern wherever both have fixed segments, but has a parameter where the
+// sensitive one has a fixed segment or the other way round. Routes that
+// cannot are absent, so that Resolve costs nothing for them.
+func newShadows(t *Table, p *Policy) map[string][]sensitivePattern {
+	routes := t.Routes()
+	var sens []sensitivePattern
+	for _, rt := range routes {
+		if p.Base(rt.Name).Sensitive {
+			sens = append(sens, sensitivePattern{route: rt.Name, segs: splitPattern(rt.Path)})
+		}
+	}
+	var out map[string][]sensitivePattern
+	for _, rt := range routes {
+		if p.Base(rt.Name).Sensitive {
+			continue
+		}
+		segs := splitPattern(rt.Path)
+		for _, s := range sens {
+			if len(segs) <= len(s.segs) {
+				continue
+			}
+			overlap, same := true, true
+			for i, want := range s.segs {
+				got := segs[i]
+				switch {
+				case want == "" && got == "":
+				case want != "" && got != "":
+					if !ascii.EqualFold(want, got) {
+						overlap = false
+					}
+				default:
+					same = false
+				}
+			}
+			if overlap && !same {
+				if out == nil {
+					out = map[string][]sensitivePattern{}
+				}
+				out[rt.Name] = append(out[rt.Name], s)
+			}
+		}
+	}
+	return out
 }
 
 // AuditIDs reads number_id and order_id from body for the audit line, as

@@ -104,3 +104,40 @@ func TestAuditIDs(t *testing.T) {
 		}
 	}
 }
+
+// A route that matches a path below a sensitive route's path only through a
+// parameter (or a fixed segment where the sensitive route has a parameter)
+// is refused there with 403; a route configured below the sensitive
+// route's own pattern, and every other path of the route, resolve as before.
+func TestRulesResolveRefusesRoutesReachingBelowSensitiveRoutes(t *testing.T) {
+	r := compileYAML(t, `
+routes:
+  extra:
+    - { name: numbers.status, method: POST, path: "/v1/numbers/{numberId}/status" }
+    - { name: numbers.delete.preview, method: POST, path: "/v1/numbers/delete/preview" }
+    - { name: faxes.purge, method: POST, path: "/v1/faxes/{faxId}/purge" }
+    - { name: faxes.archive.purge_all, method: POST, path: "/v1/faxes/archive/purge/all" }
+    - { name: faxes.purge.log, method: GET, path: "/v1/faxes/{id}/purge/log" }
+policy:
+  sensitive: [numbers.delete, faxes.purge]
+`)
+	for _, tc := range []struct {
+		target, route string // route "": refused with 403
+	}{
+		{"/v1/numbers/delete/status", ""},
+		{"/V1/NUMBERS/Delete/status/", ""},
+		{"/v1/numbers/n1/status", "numbers.status"},
+		{"/v1/numbers/delete/preview", "numbers.delete.preview"},
+		{"/v1/numbers/delete", "numbers.delete"},
+		{"/v1/faxes/archive/purge/all", ""},
+		{"/v1/faxes/f1/purge/log", "faxes.purge.log"},
+	} {
+		tgt, err := r.Resolve("POST", tc.target)
+		switch {
+		case tc.route == "" && (err == nil || err.Code != CodeForbidden):
+			t.Errorf("%s: got route %q, err %v; want 403 forbidden", tc.target, tgt.Route, err)
+		case tc.route != "" && (err != nil || tgt.Route != tc.route):
+			t.Errorf("%s: got route %q, err %v; want %s", tc.target, tgt.Route, err, tc.route)
+		}
+	}
+}
