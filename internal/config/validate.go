@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -396,6 +397,70 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 				v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
 		}
 	}
+	// A route whose path has a fixed segment where a sensitive route's has a
+	// parameter, or the other way round, names some of the same request
+	// paths (/v1/faxes/inbox is a path of /v1/faxes/{faxId}); the router
+	// picks the fixed one, so it would take those paths from the sensitive
+	// route's policy and its audit line.
+	keys := make([]string, 0, len(byPath))
+	for key := range byPath {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for k, n := range sensitive {
+		key, ok := pathOf[n]
+		if !ok {
+			continue
+		}
+		for _, other := range keys {
+			if other == key || !shadows(key, other) {
+				continue
+			}
+			for _, e := range byPath[other] {
+				if sens[e.r.Name] || reported[e] {
+					continue
+				}
+				reported[e] = true
+				if e.extra < 0 {
+					p := fmt.Sprintf("policy.sensitive[%d]", k)
+					v.add(p, "built-in route %s names paths of sensitive route %s and must be in policy.sensitive too (sensitivity follows the path, not the method)",
+						strconv.Quote(e.r.Name), v.q(p, n))
+					continue
+				}
+				p := fmt.Sprintf("routes.extra[%d].path", e.extra)
+				v.add(p, "%s names paths of sensitive route %s, so route %s must be in policy.sensitive too (sensitivity follows the path, not the method)",
+					v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
+			}
+		}
+	}
+}
+
+// shadows reports whether the route of shape other (a routeShape key) takes
+// request paths from the sensitive route of shape sens: both have as many
+// segments, agree wherever both are fixed, and at the first position where
+// one has a parameter and the other a fixed segment, other has the fixed
+// one, which the router prefers. (A parameter route such as /v1/{a}/{b}
+// never takes /v1/numbers/delete from numbers.delete.)
+func shadows(sens, other string) bool {
+	as, bs := strings.Split(sens, "/"), strings.Split(other, "/")
+	if len(as) != len(bs) {
+		return false
+	}
+	first := true
+	for i := range as {
+		a, b := as[i], bs[i]
+		switch {
+		case a == b:
+		case a != "{}" && b != "{}":
+			return false
+		case first:
+			if a != "{}" {
+				return false // the sensitive route is the fixed one here
+			}
+			first = false
+		}
+	}
+	return !first
 }
 
 // hasProblemAt reports whether a problem was found at exactly path.

@@ -77,6 +77,16 @@ func TestValidateMessages(t *testing.T) {
 			c.Callers.Unidentified = "guest"
 			c.Callers.List = []Caller{{Name: "guest", Allow: []string{"contacts.list"}}}
 		}, nil},
+		{"fixed path of a sensitive parameter route", func(c *Config) {
+			c.Routes.Extra = []Route{
+				{Name: "faxes.remove", Method: "DELETE", Path: "/v1/faxes/{faxId}"},
+				{Name: "faxes.inbox.clear", Method: "DELETE", Path: "/v1/faxes/inbox"},
+				{Name: "faxes.list", Method: "GET", Path: "/v1/faxes"},
+				{Name: "faxes.pages", Method: "GET", Path: "/v1/faxes/{faxId}/pages"},
+				{Name: "generic.pair", Method: "PUT", Path: "/v1/{a}/{b}"},
+			}
+			c.Policy.Sensitive = []string{"numbers.delete", "faxes.remove"}
+		}, []string{`routes.extra[1].path: "/v1/faxes/inbox" names paths of sensitive route "faxes.remove", so route "faxes.inbox.clear" must be in policy.sensitive too (sensitivity follows the path, not the method)`}},
 		{"caller rate limit", func(c *Config) {
 			c.Callers.List = []Caller{{Name: "a", CIDRs: []string{"::1/128"}, RateLimit: &Limit{RPS: 0.5, Burst: 1}}}
 		}, nil},
