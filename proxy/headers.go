@@ -34,9 +34,29 @@ func stripRequestHeaders(h http.Header, identity string) {
 	for k := range h {
 		if strings.HasPrefix(k, "X-Forwarded-") {
 			delete(h, k)
+			continue
+		}
+		// CGI-style servers (PHP, Rack, WSGI, many frameworks on top of
+		// them) read "X_Http_Method_Override" and "X-Http-Method-Override"
+		// as one variable, HTTP_X_HTTP_METHOD_OVERRIDE: an underscore
+		// spelling of a stripped header is that header.
+		if strings.IndexByte(k, '_') >= 0 {
+			d := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+			if strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-") {
+				delete(h, k)
+			}
 		}
 	}
 }
+
+// strippedRequestHeader is strippedRequestHeaders as a set.
+var strippedRequestHeader = func() map[string]bool {
+	m := make(map[string]bool, len(strippedRequestHeaders))
+	for _, k := range strippedRequestHeaders {
+		m[k] = true
+	}
+	return m
+}()
 
 // scrubResponseHeaders drops every upstream response header whose value holds
 // the token, so an upstream that echoes credentials cannot hand them to a caller.

@@ -1,6 +1,8 @@
 package proxy_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/gatewaytest"
@@ -29,4 +31,31 @@ func TestParamRouteBelowSensitivePathIsRefused(t *testing.T) {
 		{name: "parameter route itself", raw: post("/v1/numbers/num_1001/status", deleteBody),
 			want: []reply{relayed(404)}, forward: "/v1/numbers/num_1001/status"},
 	})
+}
+
+// TestUnderscoreSpellingsOfStrippedHeadersAreStripped: a CGI-style upstream
+// reads X_Http_Method_Override as X-Http-Method-Override (both become
+// HTTP_X_HTTP_METHOD_OVERRIDE), so the underscore spelling of every stripped
+// header is stripped too (contract sections 3, 4, 5).
+func TestUnderscoreSpellingsOfStrippedHeadersAreStripped(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: untrustedCallers})
+	const list = "/v1/contacts/list"
+	for _, h := range []string{"X_Http_Method_Override: DELETE", "x_http_method: DELETE", "X_Method_Override: DELETE",
+		"X_Original_URL: /v1/numbers/delete", "X_Rewrite_Url: /v1/numbers/delete", "X_Override_Url: /v1/numbers/delete",
+		"X_Api_Key: k", "Api_Key: k", "X_Auth_Token: t", "X_Access_Token: t", "X_Forwarded_For: 10.0.0.1",
+		"X_Faxgate_Caller: ops", "X_Faxgate_Confirm: num_1001", "X-Forwarded_Prefix: /v1/numbers/delete"} {
+		g.Sim.Reset()
+		out := g.Raw(t, post(list, `{}`, h), rawTimeout)
+		if got := readAnswers(t, out); len(got) != 1 || got[0].status != 200 {
+			t.Fatalf("%s: %q", h, out)
+		}
+		recs := g.Sim.Requests()
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d upstream requests", h, len(recs))
+		}
+		name, _, _ := strings.Cut(h, ":")
+		if v, ok := recs[0].Header[http.CanonicalHeaderKey(name)]; ok {
+			t.Errorf("the upstream received %s: %q", name, v)
+		}
+	}
 }
