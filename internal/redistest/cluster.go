@@ -41,7 +41,7 @@ func StartCluster(t testing.TB, n int) []string {
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "5000",
-		})
+		}, nil)
 		addrs = append(addrs, s.Addr)
 	}
 

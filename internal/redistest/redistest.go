@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +44,7 @@ type Server struct {
 	conf string   // config file; redis-server may rewrite it (sentinel, cluster)
 	args []string // extra command-line arguments after the config file
 	out  *syncBuffer
+	tls  *tls.Config // set for a server started by StartTLS
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -60,7 +62,7 @@ func Start(t testing.TB, args ...string) *Server {
 	bin := lookPath(t, "redis-server")
 	return start(t, bin, "redis", func(port int, dir string) string {
 		return baseConf(port, dir)
-	}, args)
+	}, args, nil)
 }
 
 // StartSentinel starts a master and one sentinel monitoring it with quorum 1,
@@ -76,7 +78,7 @@ func StartSentinel(t testing.TB) (master *Server, sentinelAddr string, masterNam
 			"sentinel monitor %s 127.0.0.1 %d 1\n"+
 			"sentinel down-after-milliseconds %s 5000\n",
 			port, dir, masterName, master.Port, masterName)
-	}, []string{"--sentinel"})
+	}, []string{"--sentinel"}, nil)
 
 	// The sentinel knows the master from its config at once; wait until it
 	// answers for it, so the test starts from a working setup.
@@ -146,6 +148,7 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr:                  s.Addr,
+		TLSConfig:             s.tls,
 		DialTimeout:           time.Second,
 		ReadTimeout:           time.Second,
 		WriteTimeout:          time.Second,
@@ -180,11 +183,12 @@ func baseConf(port int, dir string) string {
 
 // start writes the config made by conf for a free port and starts bin with
 // it, retrying with another port when a concurrent process took the port
-// between the probe and redis-server's bind.
-func start(t testing.TB, bin, name string, conf func(port int, dir string) string, args []string) *Server {
+// between the probe and redis-server's bind. With tlsCfg the server speaks
+// TLS only, and readiness is probed over TLS.
+func start(t testing.TB, bin, name string, conf func(port int, dir string) string, args []string, tlsCfg *tls.Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &Server{bin: bin, args: args, out: &syncBuffer{}, conf: filepath.Join(dir, name+".conf")}
+	s := &Server{bin: bin, args: args, out: &syncBuffer{}, conf: filepath.Join(dir, name+".conf"), tls: tlsCfg}
 	t.Cleanup(func() {
 		s.Kill()
 		if t.Failed() {
@@ -247,7 +251,7 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server exited at start: %s", cmd.ProcessState)
 		default:
 		}
-		if ping(s.Addr) {
+		if s.tls == nil && ping(s.Addr) || s.tls != nil && pingTLS(s.Addr, s.tls) {
 			return nil
 		}
 		if time.Now().After(deadline) {
