@@ -455,3 +455,36 @@ func TestNoValueInLogsOrErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLockWhileRedisIsDown: a waiting Lock rides out Redis errors for one
+// lease (a restart or failover), then returns the error instead of
+// waiting forever; certmagic retries the order later.
+func TestLockWhileRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 400 * time.Millisecond
+	s := certstore.New(certstore.Options{Client: client(t, srv.Addr), KeyPrefix: newPrefix(),
+		LockTTL: ttl, LockPoll: 20 * time.Millisecond, OpTimeout: 100 * time.Millisecond})
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := s.Lock(ctx, "l")
+	took := time.Since(start)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Lock with Redis down = %v (context: %v); want a Redis error before the context ends", err, ctx.Err())
+	}
+	if took < ttl || took > 5*ttl {
+		t.Errorf("Lock gave up after %v; want about one lease (%v)", took, ttl)
+	}
+
+	// Down for less than a lease: the waiting Lock gets the lock once
+	// Redis is back.
+	got := make(chan error, 1)
+	go func() { got <- s.Lock(ctx, "l") }()
+	time.Sleep(ttl / 4)
+	srv.Restart(t) // on the test goroutine: Restart may call t.Fatal
+	if err := <-got; err != nil {
+		t.Errorf("Lock across a short outage: %v", err)
+	}
+	_ = s.Unlock(ctx, "l")
+}
