@@ -190,6 +190,7 @@ func TestHolderThatDies(t *testing.T) {
 		"connection closed": func(_ context.CancelFunc, c redis.UniversalClient) { _ = c.Close() },
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // mostly waiting for a lease to run out
 			p := newPrefix()
 			core, logs := observer.New(zap.InfoLevel)
 			holderClient := client(t, srv.Addr)
@@ -258,6 +259,7 @@ func TestRefreshSurvivesRedisRestart(t *testing.T) {
 		{"not persistent", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each has its own server; mostly sleep
 			srv := redistest.Start(t, tc.args...)
 			p := newPrefix()
 			raw := srv.Client(t)

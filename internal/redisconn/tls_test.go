@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +87,43 @@ func TestTLSServerNameIsTheHost(t *testing.T) {
 	defer bad.Close()
 	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "127.0.0.1") {
 		t.Errorf("PING via 127.0.0.1, which the certificate does not name = %v; want a name mismatch", err)
+	}
+}
+
+// TestTLSCluster: a cluster client finds the nodes' TLS addresses from
+// the cluster itself and verifies each node; keys on every master round-trip.
+func TestTLSCluster(t *testing.T) {
+	files := redistest.NewTLSFiles(t)
+	addrs := redistest.StartClusterTLS(t, 3, files)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := mustNew(t, config.Redis{Addrs: addrs, TLS: true, CAFile: files.CAFile}, "")
+	defer c.Close()
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("client is %T, want *redis.ClusterClient", c)
+	}
+	for i := range 20 {
+		k := "k" + strconv.Itoa(i)
+		if err := c.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatalf("SET %s over TLS: %v", k, err)
+		}
+		if got, err := c.Get(ctx, k).Result(); err != nil || got != k {
+			t.Fatalf("GET %s = %q, %v", k, got, err)
+		}
+	}
+	var masters atomic.Int32
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		masters.Add(1)
+		return n.Ping(ctx).Err()
+	}); err != nil || masters.Load() != 3 {
+		t.Errorf("PING every master over TLS: %v (%d masters)", err, masters.Load())
+	}
+
+	wrong := mustNew(t, config.Redis{Addrs: addrs, TLS: true, CAFile: redistest.NewTLSFiles(t).CAFile}, "")
+	defer wrong.Close()
+	if err := wrong.Set(ctx, "k0", "x", 0).Err(); err == nil {
+		t.Errorf("SET with the wrong CA succeeded")
 	}
 }
 
