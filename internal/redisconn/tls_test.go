@@ -32,6 +32,7 @@ func mustNew(t testing.TB, c config.Redis, password string) redis.UniversalClien
 // another CA, or with only the system roots, the handshake fails the
 // certificate check; without redis.tls nothing is served at all.
 func TestTLS(t *testing.T) {
+	t.Parallel() // own servers; mostly waiting on them
 	files := redistest.NewTLSFiles(t)
 	other := redistest.NewTLSFiles(t)
 	srv := redistest.StartTLS(t, files)
@@ -93,6 +94,7 @@ func TestTLSServerNameIsTheHost(t *testing.T) {
 // TestTLSCluster: a cluster client finds the nodes' TLS addresses from
 // the cluster itself and verifies each node; keys on every master round-trip.
 func TestTLSCluster(t *testing.T) {
+	t.Parallel() // own servers; mostly waiting on them
 	files := redistest.NewTLSFiles(t)
 	addrs := redistest.StartClusterTLS(t, 3, files)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -124,6 +126,29 @@ func TestTLSCluster(t *testing.T) {
 	defer wrong.Close()
 	if err := wrong.Set(ctx, "k0", "x", 0).Err(); err == nil {
 		t.Errorf("SET with the wrong CA succeeded")
+	}
+}
+
+// TestTLSSentinel: through a TLS-only sentinel to a TLS-only master, both
+// verified.
+func TestTLSSentinel(t *testing.T) {
+	t.Parallel() // own servers; mostly waiting on them
+	files := redistest.NewTLSFiles(t)
+	master, sentinel, name := redistest.StartSentinelTLS(t, files)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := mustNew(t, config.Redis{Addrs: []string{sentinel}, MasterName: name, TLS: true, CAFile: files.CAFile}, "")
+	defer c.Close()
+	if err := c.Set(ctx, "via-sentinel", "1", 0).Err(); err != nil {
+		t.Fatalf("SET through the sentinel over TLS: %v", err)
+	}
+	if got, err := master.Client(t).Get(ctx, "via-sentinel").Result(); err != nil || got != "1" {
+		t.Errorf("GET on the master = %q, %v; want 1", got, err)
+	}
+	wrong := mustNew(t, config.Redis{Addrs: []string{sentinel}, MasterName: name, TLS: true, CAFile: redistest.NewTLSFiles(t).CAFile}, "")
+	defer wrong.Close()
+	if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("PING through the sentinel with the wrong CA = %v, want a certificate verification error", err)
 	}
 }
 

@@ -70,19 +70,41 @@ func Start(t testing.TB, args ...string) *Server {
 // the test ends.
 func StartSentinel(t testing.TB) (master *Server, sentinelAddr string, masterName string) {
 	t.Helper()
-	master = Start(t)
+	return startSentinel(t, nil)
+}
+
+// StartSentinelTLS is StartSentinel with the master and the sentinel
+// speaking TLS only, with the certificate of f; the sentinel reaches the
+// master over TLS too (tls-replication).
+func StartSentinelTLS(t testing.TB, f TLSFiles) (master *Server, sentinelAddr string, masterName string) {
+	t.Helper()
+	return startSentinel(t, &f)
+}
+
+func startSentinel(t testing.TB, f *TLSFiles) (master *Server, sentinelAddr string, masterName string) {
+	t.Helper()
+	if f == nil {
+		master = Start(t)
+	} else {
+		master = StartTLS(t, *f)
+	}
 	masterName = "faxgate-test"
 	bin := master.bin
 	sentinel := start(t, bin, "sentinel", func(port int, dir string) string {
-		return fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %q\n"+
+		listen := fmt.Sprintf("port %d\n", port)
+		if f != nil {
+			listen = fmt.Sprintf("port 0\ntls-port %d\ntls-cert-file %q\ntls-key-file %q\ntls-ca-cert-file %q\n"+
+				"tls-auth-clients no\ntls-replication yes\n", port, f.CertFile, f.KeyFile, f.CAFile)
+		}
+		return listen + fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %q\n"+
 			"sentinel monitor %s 127.0.0.1 %d 1\n"+
 			"sentinel down-after-milliseconds %s 5000\n",
-			port, dir, masterName, master.Port, masterName)
-	}, []string{"--sentinel"}, nil)
+			dir, masterName, master.Port, masterName)
+	}, []string{"--sentinel"}, master.tls)
 
 	// The sentinel knows the master from its config at once; wait until it
 	// answers for it, so the test starts from a working setup.
-	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, TLSConfig: master.tls})
 	defer c.Close()
 	want := []string{"127.0.0.1", strconv.Itoa(master.Port)}
 	waitFor(t, readyTimeout, "sentinel to report its master", func() bool {
