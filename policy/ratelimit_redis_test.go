@@ -35,7 +35,10 @@ import (
 // redisClient is a client as faxgate serve builds it, for the server at addr.
 func redisClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	c := redisconn.New(config.Redis{Addrs: []string{addr}}, "")
+	c, err := redisconn.New(config.Redis{Addrs: []string{addr}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

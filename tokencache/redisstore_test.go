@@ -685,7 +685,7 @@ func TestRedisStoreOutageFailsFastAndRecovers(t *testing.T) {
 			srv := redistest.Start(t)
 			ctx := rsCtx(t)
 			// The production client, so its options are what is tested.
-			c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
+			c := newRedisconn(t, config.Redis{Addrs: []string{srv.Addr}}, "")
 			t.Cleanup(func() { c.Close() })
 			st := rsStore(c, newRSKey(secret).fn(), func(o *tokencache.RedisOptions) { o.OpTimeout = opTimeout })
 			l, ok, err := st.Lease(ctx, time.Minute)
@@ -821,12 +821,12 @@ func TestRedisStoreConcurrentUseWithRotation(t *testing.T) {
 func TestNewRedisClientPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "s3cret-pw")
 	ctx := rsCtx(t)
-	good := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
+	good := newRedisconn(t, config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
 	defer good.Close()
 	if err := good.Ping(ctx).Err(); err != nil {
 		t.Errorf("PING with the password: %v", err)
 	}
-	bad := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
+	bad := newRedisconn(t, config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
 	defer bad.Close()
 	st := rsStore(bad, newRSKey(rsRandom(t, "key")).fn())
 	_, err := st.Load(ctx)
@@ -841,7 +841,7 @@ func TestNewRedisClientPassword(t *testing.T) {
 func TestRedisStoreThroughSentinel(t *testing.T) {
 	master, sentinelAddr, name := redistest.StartSentinel(t)
 	ctx := rsCtx(t)
-	c := redisconn.New(config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
+	c := newRedisconn(t, config.Redis{Addrs: []string{sentinelAddr}, MasterName: name}, "")
 	defer c.Close()
 	secret := rsRandom(t, "key")
 	st := rsStore(c, newRSKey(secret).fn())
@@ -859,13 +859,37 @@ func TestRedisStoreThroughSentinel(t *testing.T) {
 	}
 }
 
+// TestRedisStoreOverTLS: the token store works through the client faxgate
+// builds for redis.tls with redis.ca_file, against a TLS-only redis-server.
+func TestRedisStoreOverTLS(t *testing.T) {
+	files := redistest.NewTLSFiles(t)
+	srv := redistest.StartTLS(t, files)
+	ctx := rsCtx(t)
+	c := newRedisconn(t, config.Redis{Addrs: []string{srv.Addr}, TLS: true, CAFile: files.CAFile}, "")
+	defer c.Close()
+	secret := rsRandom(t, "key")
+	st := rsStore(c, newRSKey(secret).fn())
+	tok := rsToken(rsRandom(t, "tok"), time.Now(), time.Hour, false)
+	if ok, err := st.Save(ctx, tok); !ok || err != nil {
+		t.Fatalf("Save over TLS = %v, %v", ok, err)
+	}
+	got, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameToken(t, got, tok)
+	if n, err := srv.Client(t).Exists(ctx, rsTokenKey(t, secret)).Result(); n != 1 || err != nil {
+		t.Errorf("token key on the server: EXISTS = %d, %v; want 1", n, err)
+	}
+}
+
 // TestRedisStoreCluster proves the hash-tag layout: the Lua scripts touch one
 // key each, but token and lease must share a slot for operators' tooling and
 // future multi-key scripts. Needs redis-cli (fails without it when CI=true).
 func TestRedisStoreCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	ctx := rsCtx(t)
-	c := redisconn.New(config.Redis{Addrs: addrs}, "")
+	c := newRedisconn(t, config.Redis{Addrs: addrs}, "")
 	defer c.Close()
 	if _, ok := c.(*redis.ClusterClient); !ok {
 		t.Fatalf("redisconn.New with %d addrs = %T, want *redis.ClusterClient", len(addrs), c)
@@ -931,7 +955,7 @@ func TestRedisStoreCluster(t *testing.T) {
 func TestUpdatesSurviveAPanic(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := rsCtx(t)
-	c := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "")
+	c := newRedisconn(t, config.Redis{Addrs: []string{srv.Addr}}, "")
 	t.Cleanup(func() { c.Close() })
 	secret := rsRandom(t, "key")
 	var armed atomic.Bool
@@ -984,4 +1008,15 @@ func TestUpdatesSurviveAPanic(t *testing.T) {
 	if !rsSignalled(ch, 5*time.Second) {
 		t.Fatal("no signal for a save after the recovery")
 	}
+}
+
+// newRedisconn is redisconn.New for a configuration that has no CA file to
+// fail on.
+func newRedisconn(t testing.TB, c config.Redis, password string) redis.UniversalClient {
+	t.Helper()
+	rc, err := redisconn.New(c, password)
+	if err != nil {
+		t.Fatalf("redisconn.New: %v", err)
+	}
+	return rc
 }

@@ -74,6 +74,10 @@ var refusals = []refusal{
 		rest: "token: {store: redis}\nredis: {addrs: [\"127.0.0.1:1\"], password_env: FAXGATE_REDIS_PASSWORD}\n"},
 	{name: "redis password unset, rate limits", path: "redis.password_env", start: true,
 		rest: "rate_limit: {backend: redis}\nredis: {addrs: [\"127.0.0.1:1\"], password_env: FAXGATE_REDIS_PASSWORD}\n"},
+	{name: "redis CA file without a certificate", path: "redis.ca_file", start: true,
+		rest: "token: {store: redis}\nredis: {addrs: [\"127.0.0.1:1\"], tls: true, ca_file: \"{dir}/api-key\"}\n"},
+	{name: "redis CA file missing", path: "redis.ca_file", start: true,
+		rest: "rate_limit: {backend: redis}\nredis: {addrs: [\"127.0.0.1:1\"], tls: true, ca_file: \"{dir}/no-such-ca.pem\"}\n"},
 
 	// Issue 8: these passed check, then serve refused to start. The rules
 	// now live in config alone.

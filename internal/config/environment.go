@@ -13,9 +13,10 @@ import (
 // faxgate serve does before it starts, and returns a problem, at its YAML
 // path, for each one serve could not use: an API key file that is missing,
 // unreadable or blank, an API key variable that is unset or blank, a CA
-// file without a PEM certificate, an unset Redis password variable while
-// Redis is in use, and the TLS files of the mode in force. It never puts a
-// file's content or a variable's value in a problem. A nil getenv treats
+// file without a PEM certificate (upstream's, or Redis's while Redis is in
+// use), an unset Redis password variable while Redis is in use, and the TLS
+// files of the mode in force. It never puts a file's content or a
+// variable's value in a problem. A nil getenv treats
 // every variable as unset.
 //
 // Validate stays pure; LoadAndCheck runs both, which is what faxgate check
@@ -54,6 +55,9 @@ func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
 		// An empty password is allowed: the variable may be set to "" on
 		// purpose where Redis has none. Unset means the secret is missing.
 		v.secretEnv("redis.password_env", c.Redis.PasswordEnv, getenv, false)
+	}
+	if c.UsesRedis() && c.Redis.TLS && c.Redis.CAFile != "" {
+		v.pemCertificates("redis.ca_file", c.Redis.CAFile)
 	}
 	t := c.Server.TLS
 	if t.Mode == "files" && t.CertFile != "" && t.KeyFile != "" {

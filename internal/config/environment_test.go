@@ -108,6 +108,17 @@ func TestCheckEnvironment(t *testing.T) {
 			[]string{`redis.password_env: environment variable "NOPE" is not set`}},
 		{"redis password set", func(c *Config) { c.Redis.PasswordEnv = "REDIS_PW"; c.Token.Store = "redis" }, nil},
 		{"redis password set empty", func(c *Config) { c.Redis.PasswordEnv = "REDIS_EMPTY"; c.Token.Store = "redis" }, nil},
+		{"redis ca file", func(c *Config) { c.Token.Store, c.Redis.TLS, c.Redis.CAFile = "redis", true, ca }, nil},
+		{"redis ca file not PEM", func(c *Config) { c.Token.Store, c.Redis.TLS, c.Redis.CAFile = "redis", true, notPEM },
+			[]string{"redis.ca_file: " + q(notPEM) + " holds no PEM certificate"}},
+		{"redis ca file holds a key", func(c *Config) { c.RateLimit.Backend, c.Redis.TLS, c.Redis.CAFile = "redis", true, keyOnly },
+			[]string{"redis.ca_file: " + q(keyOnly) + " holds no PEM certificate"}},
+		{"redis ca file missing", func(c *Config) { c.Token.Store, c.Redis.TLS, c.Redis.CAFile = "redis", true, missing },
+			[]string{"redis.ca_file: cannot read " + q(missing) + ": no such file or directory"}},
+		{"redis ca file, acme storage", func(c *Config) {
+			c.Server.TLS.Mode, c.Server.TLS.ACME.Storage, c.Redis.TLS, c.Redis.CAFile = "acme", "redis", true, badCert
+		}, []string{"redis.ca_file: " + q(badCert) + " holds no PEM certificate"}},
+		{"redis ca file, redis unused", func(c *Config) { c.Redis.TLS, c.Redis.CAFile = true, missing }, nil},
 		{"tls files", func(c *Config) {
 			c.Server.TLS.Mode, c.Server.TLS.CertFile, c.Server.TLS.KeyFile = "files", ca, keyOnly
 		}, nil},

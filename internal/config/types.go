@@ -120,8 +120,13 @@ type Redis struct {
 	DB int `yaml:"db"`
 	// KeyPrefix prefixes every key faxgate writes. Default "faxgate:".
 	KeyPrefix string `yaml:"key_prefix"`
-	// TLS connects to Redis over TLS. Default false.
+	// TLS connects to Redis over TLS, the server's certificate verified
+	// against the system roots and CAFile, for the host of each address.
+	// Default false.
 	TLS bool `yaml:"tls"`
+	// CAFile is an extra trust root (PEM) for Redis over TLS; only with
+	// TLS. Default "".
+	CAFile string `yaml:"ca_file"`
 }
 
 // Callers says who callers are and what each may do.

@@ -288,6 +288,12 @@ func (v *validator) validateRedis(r Redis) {
 	if r.KeyPrefix == "" {
 		v.add("redis.key_prefix", "must not be empty")
 	}
+	// A trust root without TLS would be ignored, and the operator who set
+	// it believes the connection is verified.
+	if r.CAFile != "" && !r.TLS {
+		v.add("redis.ca_file", "only used with redis.tls: true")
+	}
+	v.file("redis.ca_file", r.CAFile)
 }
 
 // limit checks a token-bucket rate at path.

@@ -131,7 +131,9 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.redis = redisconn.New(cfg.Redis, password)
+		if g.redis, err = redisconn.New(cfg.Redis, password); err != nil {
+			return nil, err
+		}
 		compileOpts = append(compileOpts, policy.WithRedis(g.redis, g.Metrics, log.Named("ratelimit")))
 		if d.RateLimitTimeout > 0 {
 			compileOpts = append(compileOpts, policy.WithRedisTimeout(d.RateLimitTimeout))

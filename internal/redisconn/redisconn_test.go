@@ -44,7 +44,7 @@ func TestNewShapes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := redisconn.New(tc.c, "")
+			c := mustNew(t, tc.c, "")
 			defer c.Close()
 			var got string
 			switch c.(type) {
@@ -66,12 +66,12 @@ func TestNewPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "s3cret-pw")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	good := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
+	good := mustNew(t, config.Redis{Addrs: []string{srv.Addr}}, "s3cret-pw")
 	defer good.Close()
 	if err := good.Ping(ctx).Err(); err != nil {
 		t.Errorf("PING with the password: %v", err)
 	}
-	bad := redisconn.New(config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
+	bad := mustNew(t, config.Redis{Addrs: []string{srv.Addr}}, "wrong-pw")
 	defer bad.Close()
 	if err := bad.Ping(ctx).Err(); err == nil {
 		t.Errorf("PING with a wrong password: no error")

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,6 +25,19 @@ const clusterTimeout = 15 * time.Second
 // the only proof of the hash-tag key layout.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
+	return startCluster(t, n, nil)
+}
+
+// StartClusterTLS is StartCluster with every node speaking TLS only, to
+// clients and on the cluster bus (tls-cluster), with the certificate of f.
+// The nodes announce their TLS ports, so a client discovers TLS addresses.
+func StartClusterTLS(t testing.TB, n int, f TLSFiles) []string {
+	t.Helper()
+	return startCluster(t, n, &f)
+}
+
+func startCluster(t testing.TB, n int, f *TLSFiles) []string {
+	t.Helper()
 	if n < 3 {
 		t.Fatalf("redistest: a Redis cluster needs at least 3 masters, not %d", n)
 	}
@@ -37,24 +51,39 @@ func StartCluster(t testing.TB, n int) []string {
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
-		s := start(t, bin, "cluster-node", baseConf, []string{
+		args := []string{
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "5000",
-		})
+		}
+		var s *Server
+		if f == nil {
+			s = start(t, bin, "cluster-node", baseConf, args, nil)
+		} else {
+			s = StartTLS(t, *f, append(args, "--tls-cluster", "yes")...)
+		}
 		addrs = append(addrs, s.Addr)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	args := append([]string{"--cluster", "create"}, addrs...)
+	var args []string
+	if f != nil {
+		args = []string{"--tls", "--cacert", f.CAFile, "--sni", f.Hosts[0]}
+	}
+	args = append(args, "--cluster", "create")
+	args = append(args, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a, DialTimeout: time.Second, ReadTimeout: time.Second})
+		o := &redis.Options{Addr: a, DialTimeout: time.Second, ReadTimeout: time.Second}
+		if f != nil {
+			o.TLSConfig = &tls.Config{RootCAs: f.Pool, ServerName: f.Hosts[0], MinVersion: tls.VersionTLS12}
+		}
+		c := redis.NewClient(o)
 		waitFor(t, clusterTimeout, "cluster_state:ok on "+a, func() bool {
 			cctx, ccancel := ctxTimeout(time.Second)
 			defer ccancel()

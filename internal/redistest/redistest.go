@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +44,7 @@ type Server struct {
 	conf string   // config file; redis-server may rewrite it (sentinel, cluster)
 	args []string // extra command-line arguments after the config file
 	out  *syncBuffer
+	tls  *tls.Config // set for a server started by StartTLS
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -60,7 +62,7 @@ func Start(t testing.TB, args ...string) *Server {
 	bin := lookPath(t, "redis-server")
 	return start(t, bin, "redis", func(port int, dir string) string {
 		return baseConf(port, dir)
-	}, args)
+	}, args, nil)
 }
 
 // StartSentinel starts a master and one sentinel monitoring it with quorum 1,
@@ -68,19 +70,41 @@ func Start(t testing.TB, args ...string) *Server {
 // the test ends.
 func StartSentinel(t testing.TB) (master *Server, sentinelAddr string, masterName string) {
 	t.Helper()
-	master = Start(t)
+	return startSentinel(t, nil)
+}
+
+// StartSentinelTLS is StartSentinel with the master and the sentinel
+// speaking TLS only, with the certificate of f; the sentinel reaches the
+// master over TLS too (tls-replication).
+func StartSentinelTLS(t testing.TB, f TLSFiles) (master *Server, sentinelAddr string, masterName string) {
+	t.Helper()
+	return startSentinel(t, &f)
+}
+
+func startSentinel(t testing.TB, f *TLSFiles) (master *Server, sentinelAddr string, masterName string) {
+	t.Helper()
+	if f == nil {
+		master = Start(t)
+	} else {
+		master = StartTLS(t, *f)
+	}
 	masterName = "faxgate-test"
 	bin := master.bin
 	sentinel := start(t, bin, "sentinel", func(port int, dir string) string {
-		return fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %q\n"+
+		listen := fmt.Sprintf("port %d\n", port)
+		if f != nil {
+			listen = fmt.Sprintf("port 0\ntls-port %d\ntls-cert-file %q\ntls-key-file %q\ntls-ca-cert-file %q\n"+
+				"tls-auth-clients no\ntls-replication yes\n", port, f.CertFile, f.KeyFile, f.CAFile)
+		}
+		return listen + fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %q\n"+
 			"sentinel monitor %s 127.0.0.1 %d 1\n"+
 			"sentinel down-after-milliseconds %s 5000\n",
-			port, dir, masterName, master.Port, masterName)
-	}, []string{"--sentinel"})
+			dir, masterName, master.Port, masterName)
+	}, []string{"--sentinel"}, master.tls)
 
 	// The sentinel knows the master from its config at once; wait until it
 	// answers for it, so the test starts from a working setup.
-	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, TLSConfig: master.tls})
 	defer c.Close()
 	want := []string{"127.0.0.1", strconv.Itoa(master.Port)}
 	waitFor(t, readyTimeout, "sentinel to report its master", func() bool {
@@ -146,6 +170,7 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr:                  s.Addr,
+		TLSConfig:             s.tls,
 		DialTimeout:           time.Second,
 		ReadTimeout:           time.Second,
 		WriteTimeout:          time.Second,
@@ -180,11 +205,12 @@ func baseConf(port int, dir string) string {
 
 // start writes the config made by conf for a free port and starts bin with
 // it, retrying with another port when a concurrent process took the port
-// between the probe and redis-server's bind.
-func start(t testing.TB, bin, name string, conf func(port int, dir string) string, args []string) *Server {
+// between the probe and redis-server's bind. With tlsCfg the server speaks
+// TLS only, and readiness is probed over TLS.
+func start(t testing.TB, bin, name string, conf func(port int, dir string) string, args []string, tlsCfg *tls.Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &Server{bin: bin, args: args, out: &syncBuffer{}, conf: filepath.Join(dir, name+".conf")}
+	s := &Server{bin: bin, args: args, out: &syncBuffer{}, conf: filepath.Join(dir, name+".conf"), tls: tlsCfg}
 	t.Cleanup(func() {
 		s.Kill()
 		if t.Failed() {
@@ -247,7 +273,7 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server exited at start: %s", cmd.ProcessState)
 		default:
 		}
-		if ping(s.Addr) {
+		if s.tls == nil && ping(s.Addr) || s.tls != nil && pingTLS(s.Addr, s.tls) {
 			return nil
 		}
 		if time.Now().After(deadline) {
