@@ -551,6 +551,9 @@ func FuzzFramingConn(f *testing.F) {
 	f.Add([]byte(sGet+"GET /x\r\n"+sGet), []byte{5}, false)                                                                // no version
 	f.Add([]byte(sPost+"POST /y HTTP/2.0\r\nContent-Length: 1\r\n\r\nz"), []byte{11, 3}, true)                             // unsupported version
 	f.Add([]byte(sGet+"GET /z HTTP/1.1\r\nHost: x\r\nX-Pad: "+strings.Repeat("p", 33<<10)+"\r\n\r\n"), []byte{200}, false) // head over 32 KiB
+	for _, tc := range refusedCases {
+		f.Add([]byte(tc.pass+tc.refused), []byte{5, 1, 200}, false)
+	}
 	oracle := newGoOracle(f)
 	f.Fuzz(func(t *testing.T, in, cuts []byte, smallBuf bool) {
 		var steps []step
