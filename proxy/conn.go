@@ -212,7 +212,9 @@ func (c *framingConn) scan() {
 				return
 			}
 			c.headSeen, c.lineChecked = 0, false
-			c.endHead(c.buf[c.ready:stop])
+			if !c.endHead(c.buf[c.ready:stop]) {
+				return // refused: a stand-in replaced the head and the rest
+			}
 			c.ready = stop
 		case stBody:
 			n := min(int64(c.end-c.ready), c.remain)
@@ -277,41 +279,89 @@ func (c *framingConn) endLine(line []byte) {
 // each LF, names matched in ASCII case only, values trimmed of spaces and
 // tabs only, obs-fold lines joined with one space. Anything looser lets a
 // field Go frames by, or answers 501 to, pass unrefused.
-func (c *framingConn) endHead(head []byte) {
+//
+// It also refuses, with a stand-in request (see refuse), the heads Go's
+// server answers itself in plain text before any handler runs, so that they
+// get the envelope, a metric and, on a sensitive route, an audit line:
+// header lines Go cannot parse, Host missing (HTTP/1.1), repeated or
+// malformed, a Content-Length that is not one decimal number, and an Expect
+// other than 100-continue (Go answers 417). Each rule is Go's own, read from
+// net/textproto (readMIMEHeader), net/http (readRequest, fixLength, the
+// Expect check in serve) and httpguts; where a rule is in doubt the head is
+// passed, since refusing a head Go serves would be an outage. It reports
+// false when it refused the head.
+func (c *framingConn) endHead(head []byte) bool {
 	lines := bytes.Split(head, []byte("\n"))
 	for len(lines) > 0 && len(bytes.TrimSpace(lines[0])) == 0 {
 		lines = lines[1:] // empty lines before the request line
 	}
 	if len(lines) == 0 {
-		return
+		return true
 	}
-	http10 := bytes.HasSuffix(bytes.TrimRight(lines[0], "\r"), []byte("HTTP/1.0"))
+	reqLine := bytes.TrimSuffix(lines[0], []byte("\r"))
+	http10 := bytes.HasSuffix(reqLine, []byte("HTTP/1.0"))
 	var teLines [][]byte
 	var teValue []byte
 	var clValues [][]byte
-	const otherField, teField, clField = 0, 1, 2
+	// Host and Expect as Go's server sees them: Host's values counted, the
+	// first one's bytes judged; the first Expect's value (Header.Get).
+	hosts, hostBad := 0, false
+	var hostValue []byte
+	var expect []byte
+	expectSeen := false
+	// A space in a field name: textproto accepts it, the server then
+	// refuses the name (after Content-Length is judged, so it ranks below).
+	spacedName := false
+	const otherField, teField, clField, hostField, expectField = 0, 1, 2, 3, 4
 	last := otherField
-	for _, ln := range lines[1:] {
+	for i, ln := range lines[1:] {
 		ln = bytes.TrimSuffix(ln, []byte("\r"))
 		if len(ln) == 0 {
 			break
 		}
 		if ln[0] == ' ' || ln[0] == '\t' { // obs-fold continues the previous field
+			if i == 0 || !validFieldValue(ln) {
+				// textproto refuses a first field line that starts
+				// with a space ("malformed MIME header initial line").
+				return c.refuseHead(refusedHeader, lines[0])
+			}
 			switch last {
 			case teField:
 				teValue = append(append(teValue, ' '), trimOWS(ln)...)
 			case clField:
 				k := len(clValues) - 1
 				clValues[k] = append(append(clValues[k], ' '), trimOWS(ln)...)
+			case hostField:
+				// The fold joins with a space, not a host byte, unless
+				// all before it is empty (Go trims leading spaces).
+				if len(hostValue) > 0 {
+					hostBad = true
+				} else {
+					hostValue = trimOWS(ln)
+					hostBad = !validHost(hostValue)
+				}
+			case expectField:
+				// A copy (the full slice expression): the value may
+				// still be a slice of the connection's buffer.
+				expect = append(append(expect[:len(expect):len(expect)], ' '), trimOWS(ln)...)
 			}
 			continue
 		}
 		last = otherField
 		colon := bytes.IndexByte(ln, ':')
 		if colon < 0 {
-			continue
+			return c.refuseHead(refusedHeader, lines[0])
 		}
 		name, value := ln[:colon], trimOWS(ln[colon+1:])
+		switch fieldName(name) {
+		case nameInvalid:
+			return c.refuseHead(refusedHeader, lines[0])
+		case nameSpaced:
+			spacedName = true
+		}
+		if !validFieldValue(value) {
+			return c.refuseHead(refusedHeader, lines[0])
+		}
 		switch {
 		case ascii.EqualFold(name, "Transfer-Encoding"):
 			teLines = append(teLines, name)
@@ -320,19 +370,47 @@ func (c *framingConn) endHead(head []byte) {
 		case ascii.EqualFold(name, "Content-Length"):
 			clValues = append(clValues, append([]byte(nil), value...))
 			last = clField
+		case ascii.EqualFold(name, "Host"):
+			hosts++
+			if hosts == 1 {
+				hostValue, hostBad = value, !validHost(value)
+				last = hostField
+			}
+		case ascii.EqualFold(name, "Expect"):
+			if !expectSeen {
+				expect, expectSeen = value, true
+				last = expectField
+			}
 		}
 	}
-	cl, clSeen, clBad := int64(0), len(clValues) > 0, false
+	if hosts > 1 { // net/http readRequest: "too many Host headers"
+		return c.refuseHead(refusedHeader, lines[0])
+	}
+	// fixLength: every Content-Length must read, once trimmed, exactly as
+	// the first (5 and 05 differ), and the first must be a decimal number.
+	cl, clSeen := int64(0), len(clValues) > 0
 	for i, v := range clValues {
-		n, err := strconv.ParseUint(string(trimOWS(v)), 10, 63)
-		if err != nil || (i > 0 && int64(n) != cl) {
-			clBad = true
+		if i > 0 && !bytes.Equal(trimOWS(v), trimOWS(clValues[0])) {
+			return c.refuseHead(refusedContentLength, lines[0])
+		}
+	}
+	if clSeen {
+		n, err := strconv.ParseUint(string(trimOWS(clValues[0])), 10, 63)
+		if err != nil {
+			return c.refuseHead(refusedContentLength, lines[0])
 		}
 		cl = int64(n)
 	}
-	if clBad {
-		c.state = stPassthrough // the server answers 400 and closes
-		return
+	// The server's own checks, after readRequest: Host required on
+	// HTTP/1.1 except for CONNECT, its value made of host bytes, every
+	// name a token.
+	if hosts == 0 && !http10 && !bytes.HasPrefix(reqLine, []byte("CONNECT ")) || hostBad || spacedName {
+		return c.refuseHead(refusedHeader, lines[0])
+	}
+	// serve: an Expect whose first value is set but names no 100-continue
+	// token gets 417, on HTTP/1.0 too.
+	if len(bytes.TrimLeft(expect, " \t")) > 0 && !hasToken(bytes.TrimLeft(expect, " \t"), "100-continue") {
+		return c.refuseHead(refusedExpectation, lines[0])
 	}
 	chunked := len(teLines) == 1 && ascii.EqualFold(bytes.TrimLeft(teValue, " \t"), "chunked")
 	refuse := len(teLines) > 0 && (clSeen || !chunked)
@@ -349,7 +427,94 @@ func (c *framingConn) endHead(head []byte) {
 	default:
 		c.state = stHead
 	}
+	return true
 }
+
+// refuseHead refuses the complete head that starts at c.ready, whose request
+// line (already checked) is line, and reports false for endHead to return.
+func (c *framingConn) refuseHead(kind string, line []byte) bool {
+	c.refuse(kind, line)
+	return false
+}
+
+const (
+	nameValid   = iota
+	nameSpaced  // token bytes and spaces: textproto takes it, the server refuses it
+	nameInvalid // empty or another non-token byte: textproto refuses the line
+)
+
+// fieldName classifies a field name as net/textproto's
+// canonicalMIMEHeaderKey and then httpguts.ValidHeaderFieldName judge it.
+func fieldName(name []byte) int {
+	if len(name) == 0 {
+		return nameInvalid
+	}
+	kind := nameValid
+	for _, b := range name {
+		switch {
+		case tokenByte[b]:
+		case b == ' ':
+			kind = nameSpaced
+		default:
+			return nameInvalid
+		}
+	}
+	return kind
+}
+
+// validFieldValue: no control byte but HTAB, and no DEL (net/textproto's
+// validHeaderValueByte; bytes from 0x80 up pass, as obs-text).
+func validFieldValue(v []byte) bool {
+	for _, b := range v {
+		if b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost is httpguts.ValidHostHeader: only the bytes a host, a port, an
+// IPv6 literal or a zone can hold.
+func validHost(h []byte) bool {
+	for _, b := range h {
+		if !hostByte[b] {
+			return false
+		}
+	}
+	return true
+}
+
+var hostByte = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!$%&()*+,-.:;=[']_~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// hasToken is net/http's hasToken: token occurs in v, ASCII case ignored,
+// bounded on each side by the value's edge, a space, a tab or a comma.
+func hasToken(v []byte, token string) bool {
+	for sp := 0; sp+len(token) <= len(v); sp++ {
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !isTokenBoundary(v[end]) {
+			continue
+		}
+		if ascii.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
 
 // trimOWS trims what net/textproto trims around a field value.
 func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }

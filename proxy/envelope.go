@@ -66,6 +66,13 @@ var (
 		"HTTP version not supported: the gateway speaks HTTP/1.0 and HTTP/1.1 (and HTTP/2 over TLS)"}
 	errRequestLine = &gatewayError{http.StatusBadRequest, "invalid_request",
 		"malformed request line: want METHOD target HTTP/x.y"}
+	errHeader = &gatewayError{http.StatusBadRequest, "invalid_request",
+		"malformed request header: a field line without a colon, a name that is not a token, " +
+			"a control byte in a value, a folded first line, or Host missing, repeated or malformed"}
+	errContentLength = &gatewayError{http.StatusBadRequest, "invalid_request",
+		"malformed request header: Content-Length must be one decimal number, repeated only identically"}
+	errExpectation = &gatewayError{http.StatusExpectationFailed, "expectation_failed",
+		"expectation failed: the only Expect the gateway meets is 100-continue"}
 )
 
 func forbidden(caller, route string) *gatewayError {

@@ -18,9 +18,19 @@ const framingMarker = "X-Faxgate-Both-Te"
 // refusedMarker is the header of the stand-in request the connection
 // sniffer hands the server in place of a head it refuses outright (a
 // malformed request line, an HTTP version other than 1.0 and 1.1, a head
-// over 32 KiB); its value is the contract error code. See conn.go. A caller
+// over 32 KiB, a head Go's server would refuse in plain text); its value is
+// the contract error code, or one of the kinds below. See conn.go. A caller
 // that sends it itself only refuses its own request.
 const refusedMarker = "X-Faxgate-Refused"
+
+// The refusedMarker values for heads Go's server would refuse itself before
+// any handler (see endHead). Unlike the three above, they are not error
+// codes: each names its own envelope error.
+const (
+	refusedHeader        = "invalid_header"         // errHeader
+	refusedContentLength = "invalid_content_length" // errContentLength
+	refusedExpectation   = "expectation_failed"     // errExpectation
+)
 
 // sniffedRefusal returns the refusal the sniffer marked the request with, if any.
 func sniffedRefusal(r *http.Request) *gatewayError {
@@ -33,6 +43,12 @@ func sniffedRefusal(r *http.Request) *gatewayError {
 		return errHeadersTooLarge
 	case errVersion.code:
 		return errVersion
+	case refusedHeader:
+		return errHeader
+	case refusedContentLength:
+		return errContentLength
+	case refusedExpectation:
+		return errExpectation
 	default:
 		return errRequestLine
 	}
