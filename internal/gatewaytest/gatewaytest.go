@@ -67,9 +67,8 @@ type Options struct {
 	// fallback.
 	RateLimitTimeout time.Duration
 
-	// TLS, when set, serves the proxy listener over TLS (server.tls mode
-	// files, with the harness writing the server section: Config must
-	// then have none).
+	// TLS, when set, serves the proxy listener over TLS: the harness
+	// writes server.tls (mode files), so Config must have no server.tls.
 	TLS *TLS
 }
 
@@ -151,15 +150,23 @@ func Start(t testing.TB, o Options) *Gateway {
 	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
 		up.URL, o.UpstreamTimeout, o.Config)
 	if o.TLS != nil {
-		yaml += fmt.Sprintf("server:\n  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
+		tlsYAML := fmt.Sprintf("  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
 		if o.TLS.ClientCAFile != "" {
-			yaml += fmt.Sprintf("    client_ca_file: %q\n", o.TLS.ClientCAFile)
+			tlsYAML += fmt.Sprintf("    client_ca_file: %q\n", o.TLS.ClientCAFile)
 		}
 		if o.TLS.ClientAuth != "" {
-			yaml += fmt.Sprintf("    client_auth: %q\n", o.TLS.ClientAuth)
+			tlsYAML += fmt.Sprintf("    client_auth: %q\n", o.TLS.ClientAuth)
 		}
 		if o.TLS.MinVersion != "" {
-			yaml += fmt.Sprintf("    min_version: %q\n", o.TLS.MinVersion)
+			tlsYAML += fmt.Sprintf("    min_version: %q\n", o.TLS.MinVersion)
+		}
+		// Into Config's server section when it has one (at the start of a
+		// line), else as a section of its own.
+		if i := strings.Index("\n"+yaml, "\nserver:\n"); i >= 0 {
+			at := i + len("server:\n")
+			yaml = yaml[:at] + tlsYAML + yaml[at:]
+		} else {
+			yaml += "server:\n" + tlsYAML
 		}
 		if o.TLS.PollEvery == 0 {
 			o.TLS.PollEvery = 50 * time.Millisecond
