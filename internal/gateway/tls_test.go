@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/faxgate/faxgate/internal/gatewaytest"
 	"github.com/faxgate/faxgate/internal/tlstest"
@@ -451,5 +454,113 @@ func TestTLSDrainHTTP2(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("Run = %v, want a clean drain", err)
+	}
+}
+
+// TestTLSDrainSendsGOAWAY reads the frames of an h2 connection with a
+// request in flight while the gateway drains: a GOAWAY comes first, then
+// the in-flight response, complete.
+func TestTLSDrainSendsGOAWAY(t *testing.T) {
+	e := newTLSEnv(t, "")
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	g := gatewaytest.Start(t, gatewaytest.Options{TLS: e.opts, Config: svcCallers, Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/contacts/list" {
+				entered <- struct{}{}
+				<-release
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	c, err := tls.Dial("tcp", g.Addr, g.TLSConfig(nil, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("ALPN chose %q, want h2", p)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "localhost"},
+		{":path", "/v1/contacts/list"}, {"content-type", "application/json"}, {"content-length", "2"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, true, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Shutdown() }()
+
+	goaway, status, ended := false, "", false
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			status = f.Value
+		}
+	})
+	for !ended {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading frames: %v (GOAWAY seen %v, status %q)", err, goaway, status)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeNo {
+				t.Fatalf("GOAWAY with %v, want NO_ERROR", f.ErrCode)
+			}
+			if !goaway {
+				goaway = true
+				close(release) // now let the in-flight request finish
+			}
+		case *http2.HeadersFrame:
+			if !goaway {
+				t.Fatal("the response came before any GOAWAY")
+			}
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			ended = f.StreamEnded()
+		case *http2.DataFrame:
+			ended = f.StreamEnded()
+		}
+	}
+	if status != "200" {
+		t.Fatalf("in-flight response :status %q, want 200", status)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Run = %v, want a clean drain", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain did not end")
 	}
 }
