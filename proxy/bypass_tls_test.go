@@ -115,9 +115,11 @@ func runH2Attack(t *testing.T, g *gatewaytest.Gateway, c *http.Client, req *http
 			t.Logf("not sent: the h2 client refuses it: %v", err)
 			return false
 		}
-		// A header list over the h2 server's own limit (MaxHeaderBytes)
-		// ends the connection before any handler: nothing was forwarded.
-		if len(tc.want) == 1 && tc.want[0] == gw(431, "headers_too_large") && strings.Contains(err.Error(), "GOAWAY") {
+		// A header list over the h2 server's own limit (MaxHeaderBytes,
+		// which the server advertises) is refused by the client once it
+		// has the server's settings, and by the server otherwise (GOAWAY):
+		// either way nothing was forwarded.
+		if overH2Limit(tc) && (strings.Contains(err.Error(), "GOAWAY") || strings.Contains(err.Error(), "larger than peer's advertised limit")) {
 			if n := len(g.Sim.Requests()); n != 0 {
 				t.Errorf("the upstream received %d request(s)", n)
 			}
@@ -130,8 +132,19 @@ func runH2Attack(t *testing.T, g *gatewaytest.Gateway, c *http.Client, req *http
 	if resp.ProtoMajor != 2 {
 		t.Fatalf("answered over HTTP/%d", resp.ProtoMajor)
 	}
+	if overH2Limit(tc) && resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge &&
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		tc.want = []reply{goServer(431)} // net/http's h2 server refused the head before any handler
+	}
 	checkExchange(t, g, tc, []response{{resp.StatusCode, resp.Header, string(b)}}, string(b))
 	return true
+}
+
+// overH2Limit: the case's head is over the h2 server's own limit (4 times
+// the contract's 32 KiB, see proxy.NewServer), where net/http, not the
+// handler, refuses it.
+func overH2Limit(tc attack) bool {
+	return len(tc.want) == 1 && tc.want[0] == gw(431, "headers_too_large") && len(tc.raw) > 4*32<<10
 }
 
 // h2Form turns a case's raw HTTP/1.1 bytes into the h2 request carrying

@@ -128,8 +128,12 @@ func (l *tlsListener) handshake(raw net.Conn) {
 	delete(l.pending, raw)
 	l.mu.Unlock()
 	if err != nil {
-		if l.o.OnHandshakeError != nil {
-			l.o.OnHandshakeError(HandshakeReason(err), err)
+		select {
+		case <-l.done: // cut by Close: the listener's doing, not the client's
+		default:
+			if l.o.OnHandshakeError != nil {
+				l.o.OnHandshakeError(HandshakeReason(err), err)
+			}
 		}
 		_ = raw.Close()
 		return
