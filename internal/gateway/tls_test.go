@@ -564,3 +564,32 @@ func TestTLSDrainSendsGOAWAY(t *testing.T) {
 		t.Fatal("the drain did not end")
 	}
 }
+
+// TestTLSAuditOverHTTP2: a request to a sensitive route over h2 is audited
+// like one over HTTP/1.1, with the caller its certificate names.
+func TestTLSAuditOverHTTP2(t *testing.T) {
+	e := newTLSEnv(t, "optional")
+	g := gatewaytest.Start(t, gatewaytest.Options{TLS: e.opts, Config: mtlsCallers})
+	req, err := http.NewRequest("POST", g.URL+"/v1/numbers/delete", strings.NewReader(`{"number_id":"num_1001","order_id":"ord_5001"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.TLSClient(t, e.client(t, "spiffe://faxgate.test/ns/a"), true).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 403 {
+		t.Fatalf("%d over HTTP/%d, want 403 over h2 (ops is not granted numbers.delete here)", resp.StatusCode, resp.ProtoMajor)
+	}
+	lines := g.LogLines("audit")
+	if len(lines) != 1 {
+		t.Fatalf("%d audit lines, want 1:\n%s", len(lines), g.Logs())
+	}
+	a := lines[0]
+	if a["caller"] != "ops" || a["route"] != "numbers.delete" || a["decision"] != "denied" || a["reason"] != "forbidden" || a["number_id"] != "num_1001" {
+		t.Errorf("audit line %v", a)
+	}
+	e.checkNoPEM(t, g.Logs())
+}
