@@ -43,7 +43,15 @@ type Metrics struct {
 	// RateLimitBackendUp has no labels; it is a vector so that it has no
 	// series (rather than a misleading 0) until a Redis limiter decides.
 	RateLimitBackendUp *prometheus.GaugeVec
+
+	// TLS on the proxy listener (server.tls).
+	TLSCertExpiry      *prometheus.GaugeVec   // domain: the certificate's first DNS name
+	TLSHandshakeErrors *prometheus.CounterVec // reason: HandshakeReasons
 }
+
+// HandshakeReasons are the reason label values of
+// faxgate_tls_handshake_errors_total (contract section 8).
+var HandshakeReasons = []string{"no_client_cert", "bad_client_cert", "protocol", "other"}
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
 // upstream timeout's order of magnitude, where fax uploads of several MB live.
@@ -130,7 +138,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "faxgate_rate_limit_backend_up",
 			Help: "1 while this replica's rate limits are decided in Redis, 0 while it limits locally because Redis is unreachable; absent with rate_limit.backend: local.",
 		}, nil),
+		TLSCertExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_tls_certificate_expiry_timestamp_seconds",
+			Help: "Unix time at which the certificate served on the proxy listener expires, by its first DNS name.",
+		}, []string{"domain"}),
+		TLSHandshakeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_tls_handshake_errors_total",
+			Help: "Failed TLS handshakes on the proxy listener, by reason (no_client_cert, bad_client_cert, protocol, other).",
+		}, []string{"reason"}),
 	}
+	reg.MustRegister(m.TLSCertExpiry, m.TLSHandshakeErrors)
 	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
 		m.ConfigReload, m.ConfigLastReload, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,

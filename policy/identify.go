@@ -1,11 +1,12 @@
 package policy
 
 import (
+	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"net/textproto"
-	"net/url"
 	"sort"
 	"strings"
 
@@ -138,15 +139,48 @@ func (id *Identifier) fromCert(r *http.Request) (string, bool) {
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return "", false
 	}
-	return id.oneCaller(r.TLS.VerifiedChains[0][0].URIs)
+	return id.oneCaller(uriSANs(r.TLS.VerifiedChains[0][0]))
+}
+
+// oidSubjectAltName is the subjectAltName extension (RFC 5280, 4.2.1.6).
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// uriSANs returns a certificate's URI SANs as the certificate spells them.
+// x509.Certificate.URIs went through url.Parse, which lowercases the
+// scheme (and String re-encodes): "SPIFFE://td/x" would come back as
+// "spiffe://td/x" and match a SPIFFE ID it does not spell. SPIFFE IDs are
+// compared as strings, exactly, as XFCC URIs are.
+func uriSANs(cert *x509.Certificate) []string {
+	var out []string
+	for _, ext := range cert.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		if rest, err := asn1.Unmarshal(ext.Value, &seq); err != nil || len(rest) > 0 || !seq.IsCompound || seq.Tag != asn1.TagSequence {
+			return nil // x509 parsed it, so this cannot happen; believe nothing if it does
+		}
+		for data := seq.Bytes; len(data) > 0; {
+			var v asn1.RawValue
+			var err error
+			if data, err = asn1.Unmarshal(data, &v); err != nil {
+				return nil
+			}
+			const uniformResourceIdentifier = 6 // GeneralName [6] IA5String
+			if v.Class == asn1.ClassContextSpecific && v.Tag == uniformResourceIdentifier {
+				out = append(out, string(v.Bytes))
+			}
+		}
+	}
+	return out
 }
 
 // oneCaller matches the URI SANs of one certificate. Several URIs naming
 // different callers are not believed: the certificate does not say who it is.
-func (id *Identifier) oneCaller(uris []*url.URL) (string, bool) {
+func (id *Identifier) oneCaller(uris []string) (string, bool) {
 	found := ""
 	for _, u := range uris {
-		name, ok := id.spiffe[u.String()]
+		name, ok := id.spiffe[u]
 		if !ok {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"io"
 	"math/big"
 	"net/http"
@@ -44,7 +45,9 @@ func idReq(peer string, certURIs []string, headers ...string) *http.Request {
 	r := httptest.NewRequest("POST", "/v1/contacts/list", nil)
 	r.RemoteAddr = peer
 	if certURIs != nil {
-		cert := &x509.Certificate{}
+		// What x509 parses from a certificate: the SAN extension as the
+		// CA spelled it, and URIs after url.Parse.
+		cert := &x509.Certificate{Extensions: []pkix.Extension{uriSANExtension(certURIs)}}
 		for _, s := range certURIs {
 			u, err := url.Parse(s)
 			if err != nil {
@@ -58,6 +61,20 @@ func idReq(peer string, certURIs []string, headers ...string) *http.Request {
 		r.Header.Add(headers[i], headers[i+1])
 	}
 	return r
+}
+
+// uriSANExtension encodes uris, byte for byte, as a subjectAltName
+// extension (x509.CreateCertificate would re-spell them through url.URL).
+func uriSANExtension(uris []string) pkix.Extension {
+	var names []asn1.RawValue
+	for _, u := range uris {
+		names = append(names, asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 6, Bytes: []byte(u)})
+	}
+	der, err := asn1.Marshal(names)
+	if err != nil {
+		panic(err)
+	}
+	return pkix.Extension{Id: asn1.ObjectIdentifier{2, 5, 29, 17}, Value: der}
 }
 
 const (
@@ -78,6 +95,10 @@ func TestIdentify(t *testing.T) {
 	}{
 		// 1. mTLS
 		{"mtls", "deny", idReq(outside, []string{spiffeIntake}), "intake", ByMTLS},
+		// Exactly as configured: url.Parse would lowercase this scheme.
+		{"mtls upper-case scheme", "deny", idReq(outside, []string{"SPIFFE://example.org/ns/a/sa/intake"}), "", ""},
+		{"mtls prefix of an ID", "deny", idReq(outside, []string{"spiffe://example.org/ns/a/sa/intak"}), "", ""},
+		{"mtls ID extended", "deny", idReq(outside, []string{spiffeIntake + "x"}), "", ""},
 		{"mtls second URI", "deny", idReq(outside, []string{"spiffe://other/x", spiffeBilling}), "billing", ByMTLS},
 		{"mtls same caller twice", "deny", idReq(outside, []string{spiffeBilling, spiffeBilling}), "billing", ByMTLS},
 		{"mtls beats xfcc and header", "deny", idReq(trusted, []string{spiffeIntake}, xfcc, "URI="+spiffeOps, idHdr, "billing"), "intake", ByMTLS},

@@ -626,7 +626,7 @@ func runAttack(t *testing.T, g *gatewaytest.Gateway, tc attack) {
 	start := time.Now()
 	var out string
 	if tc.from != "" {
-		out = rawFrom(t, g.Addr, tc.from, tc.raw)
+		out = rawFrom(t, g, tc.from, tc.raw)
 	} else {
 		out = g.Raw(t, tc.raw, rawTimeout)
 	}
@@ -634,7 +634,14 @@ func runAttack(t *testing.T, g *gatewaytest.Gateway, tc attack) {
 		t.Errorf("the connection stayed open %v: the server did not close it after its reply", d)
 	}
 
-	got := readAnswers(t, out)
+	checkExchange(t, g, tc, readAnswers(t, out), out)
+}
+
+// checkExchange checks the answers to one case (raw is what they were
+// read from, for messages) and what the upstream got.
+func checkExchange(t *testing.T, g *gatewaytest.Gateway, tc attack, got []response, out string) {
+	t.Helper()
+	sim := g.Sim
 	if len(got) != len(tc.want) {
 		t.Fatalf("got %d answers, want %d: %q", len(got), len(tc.want), out)
 	}
@@ -815,10 +822,9 @@ func readAnswers(t *testing.T, out string) []response {
 }
 
 // rawFrom is g.Raw from a chosen loopback address.
-func rawFrom(t *testing.T, addr, local, raw string) string {
+func rawFrom(t *testing.T, g *gatewaytest.Gateway, local, raw string) string {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: rawTimeout}
-	c, err := d.Dial("tcp", addr)
+	c, err := g.Dial(&net.TCPAddr{IP: net.ParseIP(local)}, rawTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

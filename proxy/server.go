@@ -12,6 +12,9 @@ type ServerOptions struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	Logger            *zap.Logger
+	// TLS says the server is served on a WrapTLSListener: it then speaks
+	// HTTP/2 (ALPN h2) as well as HTTP/1.x. Without it, HTTP/1.x only.
+	TLS bool
 }
 
 // NewServer builds the proxy listener's server. Serve it on a listener
@@ -21,7 +24,14 @@ type ServerOptions struct {
 // that, even without the sniffer, the handler rather than the server
 // answers the heads it can.
 func NewServer(h http.Handler, o ServerOptions) *http.Server {
+	// Explicit, so that the plaintext listener never speaks h2c, and the
+	// TLS one configures net/http's HTTP/2 server (with its GOAWAY on
+	// Shutdown) although the handshake happens in the listener.
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(o.TLS)
 	return &http.Server{
+		Protocols:         &p,
 		Handler:           h,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -26,6 +27,7 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 	fs.SetOutput(e.stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "proxy listen address")
 	adminListen := fs.String("admin-listen", "127.0.0.1:9090", "admin listen address")
+	withTLS := fs.Bool("tls", false, "serve HTTPS (and HTTP/2) with a throwaway CA, and name caller ops by a client certificate (mTLS)")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -59,10 +61,34 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "faxgate: demo config: %s\n", oneLine("demo.yaml", err))
 		return 1
 	}
+	var pki *demoPKI
+	if *withTLS {
+		dir, err := os.MkdirTemp("", "faxgate-demo-tls-")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "faxgate: demo --tls: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if pki, err = newDemoPKI(dir); err != nil {
+			fmt.Fprintf(e.stderr, "faxgate: demo --tls: %v\n", err)
+			return 1
+		}
+		t := &cfg.Server.TLS
+		t.Mode, t.CertFile, t.KeyFile, t.ClientCAFile, t.ClientAuth = "files", pki.Cert, pki.Key, pki.CA, "optional"
+		for i := range cfg.Callers.List {
+			if cfg.Callers.List[i].Name == "ops" {
+				cfg.Callers.List[i].SpiffeIDs = append(cfg.Callers.List[i].SpiffeIDs, demoOpsSPIFFE)
+			}
+		}
+		if p := config.Validate(cfg); len(p) > 0 {
+			fmt.Fprintf(e.stderr, "faxgate: demo --tls config: %v\n", p)
+			return 1
+		}
+	}
 	de := e
 	de.getenv = getenv
 	de.ready = func(proxyAddr, adminAddr string) {
-		printDemo(e, proxyAddr, adminAddr, sln.Addr().String())
+		printDemo(e, proxyAddr, adminAddr, sln.Addr().String(), pki)
 		if e.ready != nil {
 			e.ready(proxyAddr, adminAddr)
 		}
@@ -74,27 +100,37 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 	return 0
 }
 
-func printDemo(e env, proxyAddr, adminAddr, simAddr string) {
-	p, a := "http://"+proxyAddr, "http://"+adminAddr
+func printDemo(e env, proxyAddr, adminAddr, simAddr string, pki *demoPKI) {
+	p, a, curl := "http://"+proxyAddr, "http://"+adminAddr, "curl -s"
+	if pki != nil {
+		p, curl = "https://"+proxyAddr, "curl -s --cacert '"+pki.CA+"'"
+	}
 	fmt.Fprintf(e.stdout, `faxgate demo: gateway %s, admin %s, upstream simulator http://%s
 No credentials anywhere: the gateway holds the simulator's API key and injects the token.
 Paste any of these into another terminal (Ctrl-C here stops the demo):
 
 # List contacts. You are caller "demo", identified by your loopback source address.
-curl -s -X POST %s/v1/contacts/list -H 'Content-Type: application/json' -d '{}'
+%s -X POST %s/v1/contacts/list -H 'Content-Type: application/json' -d '{}'
 
 # Create a contact.
-curl -s -X POST %s/v1/contacts/create -H 'Content-Type: application/json' -d '{"type":"individual","is_organization":false,"first_name":"Ada","last_name":"Lovelace","email":"ada@example.com","fax_number":"+15551234567","dob":"1815-12-10","gender":"female"}'
+%s -X POST %s/v1/contacts/create -H 'Content-Type: application/json' -d '{"type":"individual","is_organization":false,"first_name":"Ada","last_name":"Lovelace","email":"ada@example.com","fax_number":"+15551234567","dob":"1815-12-10","gender":"female"}'
 
 # Deleting a number is denied by default: 403 with error "forbidden".
-curl -s -i -X POST %s/v1/numbers/delete -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
+%s -i -X POST %s/v1/numbers/delete -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
 
 # Caller "ops" (named by X-Faxgate-Caller from a trusted proxy) is granted numbers.delete,
 # and must echo the number_id in X-Faxgate-Confirm.
-curl -s -X POST %s/v1/numbers/delete -H 'X-Faxgate-Caller: ops' -H 'X-Faxgate-Confirm: num_1001' -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
-
+%s -X POST %s/v1/numbers/delete -H 'X-Faxgate-Caller: ops' -H 'X-Faxgate-Confirm: num_1001' -H 'Content-Type: application/json' -d '{"number_id":"num_1001","order_id":"ord_5001"}'
+`, p, a, simAddr, curl, p, curl, p, curl, p, curl, p)
+	if pki != nil {
+		fmt.Fprintf(e.stdout, `
+# Caller "ops" again, now by its client certificate (mTLS: URI SAN %s), no header.
+%s --cert '%s' --key '%s' -X POST %s/v1/numbers/delete -H 'X-Faxgate-Confirm: num_1002' -H 'Content-Type: application/json' -d '{"number_id":"num_1002","order_id":"ord_5002"}'
+`, demoOpsSPIFFE, curl, pki.ClientCert, pki.ClientKey, p)
+	}
+	fmt.Fprintf(e.stdout, `
 # Readiness and metrics.
 curl -s %s/readyz
 curl -s %s/metrics | grep '^faxgate_'
-`, p, a, simAddr, p, p, p, p, a, a)
+`, a, a)
 }

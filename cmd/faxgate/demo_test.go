@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -20,6 +23,8 @@ type curlCmd struct {
 	headers [][2]string
 	body    *string
 	grep    string // the pattern of a trailing `| grep PATTERN`, if any
+	// cacert, cert and key are the files of --cacert, --cert and --key.
+	cacert, cert, key string
 }
 
 // shellWords splits a line the way sh does for what the demo prints: words
@@ -61,7 +66,8 @@ func shellWords(line string) ([]string, error) {
 }
 
 // parseCurl understands the curl flags the demo uses: -s, -i, -X METHOD,
-// -H 'K: V', -d 'BODY', one URL, and an optional `| grep 'PATTERN'`.
+// -H 'K: V', -d 'BODY', --cacert/--cert/--key FILE, one URL, and an
+// optional `| grep 'PATTERN'`.
 func parseCurl(line string) (curlCmd, error) {
 	c := curlCmd{line: line}
 	words, err := shellWords(line)
@@ -96,6 +102,12 @@ func parseCurl(line string) (curlCmd, error) {
 				return c, fmt.Errorf("header %q has no colon", h)
 			}
 			c.headers = append(c.headers, [2]string{k, strings.TrimSpace(v)})
+		case w == "--cacert" || w == "--cert" || w == "--key":
+			f, err := arg()
+			if err != nil {
+				return c, err
+			}
+			*map[string]*string{"--cacert": &c.cacert, "--cert": &c.cert, "--key": &c.key}[w] = f
 		case w == "-d":
 			d, err := arg()
 			if err != nil {
@@ -143,6 +155,27 @@ func (c curlCmd) do(client *http.Client) (int, string, error) {
 	}
 	for _, h := range c.headers {
 		req.Header.Set(h[0], h[1])
+	}
+	if c.cacert != "" {
+		// As curl does: trust only the named CA, present the named pair.
+		pem, err := os.ReadFile(c.cacert)
+		if err != nil {
+			return 0, "", err
+		}
+		cfg := &tls.Config{RootCAs: x509.NewCertPool()}
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return 0, "", fmt.Errorf("%s holds no certificate", c.cacert)
+		}
+		if c.cert != "" {
+			pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+			if err != nil {
+				return 0, "", err
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		client = &http.Client{Transport: tr, Timeout: client.Timeout}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -327,4 +360,98 @@ func simKey(t *testing.T, simURL string) string {
 	}
 	t.Fatalf("the simulator saw no /v1/auth with a key")
 	return ""
+}
+
+// TestDemoTLS: faxgate demo --tls serves HTTPS with its throwaway CA, and
+// every curl line it prints works as printed, the mTLS one naming caller
+// ops by its client certificate alone. The CA's directory goes with the demo.
+func TestDemoTLS(t *testing.T) {
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs := make(chan [2]string, 1)
+	done := make(chan int, 1)
+	e := env{stdout: &stdout, stderr: &stderr, getenv: mapEnv(nil),
+		ready: func(p, a string) { addrs <- [2]string{p, a} }}
+	go func() {
+		done <- run(ctx, []string{"demo", "--tls", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, e)
+	}()
+	var adminURL string
+	select {
+	case a := <-addrs:
+		adminURL = "http://" + a[1]
+	case code := <-done:
+		t.Fatalf("demo exited %d before it was ready\nstderr:\n%s", code, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("demo not ready after 10s\nstderr:\n%s", stderr.String())
+	}
+	(&gateway{adminURL: adminURL, stderr: &stderr}).waitReady(t)
+
+	var cmds []curlCmd
+	for _, l := range lines(stdout.String()) {
+		if strings.HasPrefix(l, "curl ") {
+			c, err := parseCurl(l)
+			if err != nil {
+				t.Fatalf("demo prints a curl line that does not parse: %v\n%s", err, l)
+			}
+			cmds = append(cmds, c)
+		}
+	}
+	wantCodes := []int{200, 200, 403, 200, 200, 200, 200}
+	if len(cmds) != len(wantCodes) {
+		t.Fatalf("demo prints %d curl lines, want %d:\n%s", len(cmds), len(wantCodes), stdout.String())
+	}
+	var dir string
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i, c := range cmds {
+		proxy := i < 5
+		if proxy != strings.HasPrefix(c.url, "https://") || proxy != (c.cacert != "") {
+			t.Errorf("%s: want https with --cacert on the proxy listener only", c.line)
+		}
+		if code, out, err := c.do(client); err != nil || code != wantCodes[i] {
+			t.Errorf("%s\n= %d %.300s %v, want %d", c.line, code, out, err, wantCodes[i])
+		}
+		if c.cacert != "" {
+			dir = c.cacert[:strings.LastIndex(c.cacert, "/")]
+		}
+	}
+	mtls := cmds[4]
+	if mtls.cert == "" || mtls.key == "" || hasHeader(mtls, "X-Faxgate-Caller") {
+		t.Errorf("the mTLS line should present a certificate and no identity header: %s", mtls.line)
+	}
+	// Its 200 already says the certificate named ops ("demo", the loopback
+	// caller, may not delete): ops deleted twice, by header and by certificate.
+	n := 0
+	for _, l := range lines(stderr.String()) {
+		if strings.Contains(l, `"msg":"request"`) && strings.Contains(l, `"caller":"ops","route":"numbers.delete"`) {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d access lines of ops deleting a number, want 2:\n%s", n, stderr.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "-----BEGIN") {
+		t.Errorf("the demo printed PEM")
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("demo exited %d after cancel, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("demo still running 10s after cancel")
+	}
+	if _, err := os.Stat(dir); dir == "" || !os.IsNotExist(err) {
+		t.Errorf("the demo's CA directory %q is left behind (%v)", dir, err)
+	}
+}
+
+func hasHeader(c curlCmd, name string) bool {
+	for _, h := range c.headers {
+		if strings.EqualFold(h[0], name) {
+			return true
+		}
+	}
+	return false
 }

@@ -141,7 +141,7 @@ func (v *validator) cidr(path, s string) string {
 	return ""
 }
 
-func (v *validator) validateCallers(c Callers, extra []Route) {
+func (v *validator) validateCallers(c Callers, extra []Route, mtls bool) {
 	const hp = "callers.identity_header"
 	switch canon := textproto.CanonicalMIMEHeaderKey(c.IdentityHeader); {
 	case c.IdentityHeader == "":
@@ -228,11 +228,12 @@ func (v *validator) validateCallers(c Callers, extra []Route) {
 				claim("header", s, hp, s, i)
 			}
 		}
-		// Without mTLS, SPIFFE IDs and header values reach the gateway only
-		// through a trusted proxy.
+		// SPIFFE IDs reach the gateway in a verified client certificate
+		// (server.tls.client_ca_file) or through a trusted proxy; header
+		// values only through a trusted proxy.
 		if len(c.TrustedProxies) == 0 {
-			if len(cl.SpiffeIDs) > 0 {
-				v.add(p+".spiffe_ids", "never matched: X-Forwarded-Client-Cert is believed only from callers.trusted_proxies, which is empty (mTLS is not supported yet)")
+			if len(cl.SpiffeIDs) > 0 && !mtls {
+				v.add(p+".spiffe_ids", "never matched: no server.tls.client_ca_file verifies client certificates, and X-Forwarded-Client-Cert is believed only from callers.trusted_proxies, which is empty")
 			}
 			if len(cl.HeaderValues) > 0 {
 				v.add(p+".header_values", "never matched: callers.identity_header is believed only from callers.trusted_proxies, which is empty")

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 )
 
 // CheckEnvironment reads the files and environment variables c names, as
@@ -14,9 +15,10 @@ import (
 // path, for each one serve could not use: an API key file that is missing,
 // unreadable or blank, an API key variable that is unset or blank, a CA
 // file without a PEM certificate (upstream's, or Redis's while Redis is in
-// use), an unset Redis password variable while Redis is in use, and the TLS
-// files of the mode in force. It never puts a file's content or a
-// variable's value in a problem. A nil getenv treats
+// use), a server certificate that is expired or does not match its key, an
+// unset Redis password variable while Redis is in use, and the TLS files of
+// the mode in force. It never puts a file's content or a variable's value in
+// a problem. A nil getenv treats
 // every variable as unset.
 //
 // Validate stays pure; LoadAndCheck runs both, which is what faxgate check
@@ -129,9 +131,24 @@ func (v *validator) keyPair(certPath, cert, keyPath, key string) {
 	if !cok || !kok {
 		return
 	}
-	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
 		// crypto/tls's messages name no key material.
 		v.add(certPath, "%s and %s are not a certificate and key pair: %s",
 			v.q(certPath, cert), v.q(keyPath, key), strings.TrimPrefix(err.Error(), "tls: "))
+		return
 	}
+	// An expired certificate would fail every handshake: refused at start
+	// rather than served. (Leaf is set by LoadX509KeyPair since Go 1.23.)
+	if leaf := pair.Leaf; leaf != nil && v.clock().After(leaf.NotAfter) {
+		v.add(certPath, "%s expired at %s", v.q(certPath, cert), leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+}
+
+// clock is the time certificates are checked at: v.now, else the wall clock.
+func (v *validator) clock() time.Time {
+	if v.now != nil {
+		return v.now()
+	}
+	return time.Now()
 }

@@ -255,3 +255,29 @@ upstream.ca_file: must not be blank`
 		t.Errorf("LoadAndCheck(missing file) = %v, want an os error", err)
 	}
 }
+
+// TestCheckEnvironmentExpiredCertificate: an expired server certificate is
+// refused with its path and expiry, never with its content.
+func TestCheckEnvironmentExpiredCertificate(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSigned(t) // valid from an hour ago to an hour ahead
+	cert := writeFile(t, dir, "tls.crt", certPEM)
+	key := writeFile(t, dir, "tls.key", keyPEM)
+	c := validConfig()
+	c.Upstream.APIKeyEnv, c.Upstream.APIKeyFile = "KEY", ""
+	c.Server.TLS.Mode, c.Server.TLS.CertFile, c.Server.TLS.KeyFile = "files", cert, key
+	env := func(string) (string, bool) { return envSecret, true }
+
+	v := &validator{now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
+	v.environment(c, env)
+	if len(v.problems) != 1 || v.problems[0].Path != "server.tls.cert_file" ||
+		!strings.Contains(v.problems[0].Message, `"`+cert+`" expired at `) {
+		t.Fatalf("two hours on: got %v, want one expiry problem at server.tls.cert_file", v.problems)
+	}
+	if s := v.problems[0].String(); strings.Contains(s, "BEGIN") || strings.Contains(s, "\n") {
+		t.Errorf("problem is not one line without PEM: %q", s)
+	}
+	if p := CheckEnvironment(c, env); len(p) != 0 {
+		t.Errorf("now: got %v, want none", p)
+	}
+}

@@ -42,11 +42,20 @@ type Server struct {
 type TLS struct {
 	// Mode is off, files or acme. Default "off".
 	Mode string `yaml:"mode"`
-	// CertFile and KeyFile are the certificate for mode files.
+	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
+	// Default "1.2".
+	MinVersion string `yaml:"min_version"`
+	// CertFile and KeyFile are the certificate for mode files, re-read when
+	// either changes. Default none.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
-	// ClientCAFile, when set, makes the listener verify client certificates (mTLS).
+	// ClientCAFile, when set, makes the listener verify client certificates
+	// (mTLS) against the certificates it holds. Default none.
 	ClientCAFile string `yaml:"client_ca_file"`
+	// ClientAuth is optional (a client may present no certificate; one it
+	// presents must verify) or require (a handshake without a valid client
+	// certificate fails). Default "optional".
+	ClientAuth string `yaml:"client_auth"`
 	// ACME configures mode acme (certmagic).
 	ACME ACME `yaml:"acme"`
 }
@@ -226,7 +235,7 @@ func Default() Config {
 			ReadTimeout:       30 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
-			TLS:               TLS{Mode: "off", ACME: ACME{Storage: "file"}},
+			TLS:               TLS{Mode: "off", MinVersion: "1.2", ClientAuth: "optional", ACME: ACME{Storage: "file"}},
 		},
 		Admin:    Admin{Listen: "127.0.0.1:9090"},
 		Upstream: Upstream{Timeout: 60 * time.Second, MaxIdleConns: 256},

@@ -27,6 +27,9 @@ func Validate(c *Config) Problems {
 type validator struct {
 	src      map[string]string
 	problems Problems
+	// now, when set, replaces the wall clock for certificate expiry
+	// (CheckEnvironment); tests set it.
+	now func() time.Time
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -95,7 +98,7 @@ func (v *validator) validate(c *Config) {
 	v.validateUpstream(c.Upstream)
 	v.validateToken(c.Token)
 	v.validateRedis(c.Redis)
-	v.validateCallers(c.Callers, c.Routes.Extra)
+	v.validateCallers(c.Callers, c.Routes.Extra, c.Server.TLS.Mode != "off" && c.Server.TLS.ClientCAFile != "")
 	v.validateRateLimit(c.RateLimit)
 	v.validateRoutes(c.Routes)
 	v.validatePolicy(c.Policy, c.Routes.Extra)
@@ -114,13 +117,20 @@ func (v *validator) validateServer(s Server) {
 	v.positive("server.shutdown_timeout", s.ShutdownTimeout)
 
 	t := s.TLS
-	// Until TLS is implemented, a certificate or trust root in the file
-	// must stop the gateway: serving plain HTTP where the operator asked
-	// for TLS would be silent and dangerous.
-	if v.oneOf("server.tls.mode", t.Mode, "off", "files", "acme") && t.Mode != "off" {
+	// Mode acme is not built yet: a file asking for it must stop the
+	// gateway rather than have it serve plain HTTP where TLS was wanted.
+	if v.oneOf("server.tls.mode", t.Mode, "off", "files", "acme") && t.Mode == "acme" {
 		v.notYet("server.tls.mode", t.Mode)
 	}
-	if t.Mode != "files" {
+	v.oneOf("server.tls.min_version", t.MinVersion, "1.2", "1.3")
+	if t.Mode == "files" {
+		if t.CertFile == "" {
+			v.add("server.tls.cert_file", `required with server.tls.mode "files"`)
+		}
+		if t.KeyFile == "" {
+			v.add("server.tls.key_file", `required with server.tls.mode "files"`)
+		}
+	} else {
 		if t.CertFile != "" {
 			v.add("server.tls.cert_file", `only used with server.tls.mode "files"`)
 		}
@@ -130,8 +140,15 @@ func (v *validator) validateServer(s Server) {
 	}
 	v.file("server.tls.cert_file", t.CertFile)
 	v.file("server.tls.key_file", t.KeyFile)
-	if t.ClientCAFile != "" {
-		v.add("server.tls.client_ca_file", "mTLS is not supported yet")
+	v.file("server.tls.client_ca_file", t.ClientCAFile)
+	// A client CA on a plaintext listener would verify nothing: refused
+	// rather than ignored, so nobody believes callers are verified.
+	if t.ClientCAFile != "" && t.Mode == "off" {
+		v.add("server.tls.client_ca_file", `needs server.tls.mode "files" or "acme"`)
+	}
+	if v.oneOf("server.tls.client_auth", t.ClientAuth, "optional", "require") &&
+		t.ClientAuth == "require" && t.ClientCAFile == "" {
+		v.add("server.tls.client_auth", `"require" needs server.tls.client_ca_file to verify certificates against`)
 	}
 	if t.Mode != "acme" && len(t.ACME.Domains) > 0 {
 		v.add("server.tls.acme.domains", `only used with server.tls.mode "acme"`)

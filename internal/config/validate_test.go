@@ -71,6 +71,23 @@ func TestValidateMessages(t *testing.T) {
 			[]string{`upstream.base_url: the URL has no host`}},
 		{"api key env name", func(c *Config) { c.Upstream.APIKeyFile = ""; c.Upstream.APIKeyEnv = "api-key" },
 			[]string{`upstream.api_key_env: invalid environment variable name "api-key"`}},
+		{"tls files", func(c *Config) {
+			c.Server.TLS = TLS{Mode: "files", MinVersion: "1.3", CertFile: "c", KeyFile: "k", ClientCAFile: "ca", ClientAuth: "require", ACME: ACME{Storage: "file"}}
+			c.Callers.List = []Caller{{Name: "a", SpiffeIDs: []string{"spiffe://t/a"}}}
+		}, nil},
+		{"tls files without its files", func(c *Config) { c.Server.TLS.Mode = "files" },
+			[]string{`server.tls.cert_file: required with server.tls.mode "files"`, `server.tls.key_file: required with server.tls.mode "files"`}},
+		{"tls bad versions and client auth", func(c *Config) {
+			c.Server.TLS.MinVersion, c.Server.TLS.ClientAuth = "1.1", "request"
+		}, []string{`server.tls.min_version: invalid value "1.1" (want 1.2 or 1.3)`,
+			`server.tls.client_auth: invalid value "request" (want optional or require)`}},
+		{"tls off with a client ca", func(c *Config) { c.Server.TLS.ClientCAFile = "ca"; c.Server.TLS.ClientAuth = "require" },
+			[]string{`server.tls.client_ca_file: needs server.tls.mode "files" or "acme"`}},
+		{"require without a client ca", func(c *Config) {
+			c.Server.TLS = TLS{Mode: "files", MinVersion: "1.2", CertFile: "c", KeyFile: "k", ClientAuth: "require", ACME: ACME{Storage: "file"}}
+		}, []string{`server.tls.client_auth: "require" needs server.tls.client_ca_file to verify certificates against`}},
+		{"acme is not built yet", func(c *Config) { c.Server.TLS.Mode = "acme" },
+			[]string{`server.tls.mode: "acme" is not supported yet`}},
 		{"blank files", func(c *Config) { c.Upstream.APIKeyFile = " "; c.Upstream.CAFile = "\t" },
 			[]string{`upstream.api_key_file: must not be blank`, `upstream.ca_file: must not be blank`}},
 		{"unidentified names a caller", func(c *Config) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/redisconn"
+	"github.com/faxgate/faxgate/internal/servertls"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
@@ -59,6 +60,9 @@ type Deps struct {
 	RedisOpTimeout time.Duration
 	// RateLimitTimeout bounds one shared rate-limit decision (policy.WithRedisTimeout).
 	RateLimitTimeout time.Duration
+	// TLSPollEvery is how often server.tls.cert_file/key_file are checked
+	// for a change (servertls.Options.PollEvery).
+	TLSPollEvery time.Duration
 }
 
 // Gateway is an assembled gateway: built by New, served by Run.
@@ -76,6 +80,7 @@ type Gateway struct {
 	transport *http.Transport
 	redis     redis.UniversalClient // nil without token.store or rate_limit.backend redis
 	keyWatch  *tokencache.KeyWatcher
+	tls       *servertls.Server // nil with server.tls.mode off
 	compile   compileFunc
 	admin     http.Handler
 	draining  atomic.Bool
@@ -172,6 +177,22 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		g.release()
 		return nil, err
 	}
+	// Last of the parts that can fail, so that a failure leaves nothing of
+	// certmagic running. Mode off has no TLS; mode acme never passes
+	// validation yet, and is refused here too rather than served plain.
+	switch cfg.Server.TLS.Mode {
+	case "off":
+	case "files":
+		g.tls, err = servertls.New(servertls.Options{TLS: cfg.Server.TLS, Clock: d.Clock, PollEvery: d.TLSPollEvery,
+			Logger: log.Named("tls"), Metrics: g.Metrics})
+		if err != nil {
+			g.release()
+			return nil, err
+		}
+	default:
+		g.release()
+		return nil, fmt.Errorf("server.tls.mode: %q is not supported yet", cfg.Server.TLS.Mode)
+	}
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:        base,
@@ -197,10 +218,16 @@ func (g *Gateway) Config() *config.Config { return g.cfg }
 // when enabled, /debug/pprof/ (contract section 8).
 func (g *Gateway) Admin() http.Handler { return g.admin }
 
-// ready is /readyz: not ready while draining, else as ready as the token.
+// ready is /readyz: not ready while draining or, with TLS, without a valid
+// certificate; else as ready as the token.
 func (g *Gateway) ready() (bool, string) {
 	if g.draining.Load() {
 		return false, "shutting down"
+	}
+	if g.tls != nil {
+		if ok, why := g.tls.Ready(); !ok {
+			return false, why
+		}
 	}
 	return g.Tokens.Ready()
 }
@@ -227,6 +254,9 @@ func (g *Gateway) release() {
 	g.releaseOnce.Do(func() {
 		if g.redis != nil {
 			_ = g.redis.Close()
+		}
+		if g.tls != nil {
+			g.tls.Close()
 		}
 		g.transport.CloseIdleConnections()
 	})

@@ -54,7 +54,25 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		Logger:            log,
+		TLS:               g.tls != nil,
 	})
+	// The listener's framing sniffer sits under the TLS plaintext and
+	// serves HTTP/1.x only (see proxy.WrapTLSListener).
+	var served net.Listener
+	if g.tls != nil {
+		tlsLog := log.Named("tls")
+		served = proxy.WrapTLSListener(pln, g.tls.TLSConfig(), proxy.TLSListenerOptions{
+			HandshakeTimeout: cfg.Server.ReadHeaderTimeout,
+			OnHandshakeError: func(reason string, err error) {
+				g.Metrics.TLSHandshakeErrors.WithLabelValues(reason).Inc()
+				if ce := tlsLog.Check(zap.DebugLevel, "TLS handshake failed"); ce != nil {
+					ce.Write(zap.String("reason", reason), zap.String("error", err.Error()))
+				}
+			},
+		})
+	} else {
+		served = proxy.WrapListener(pln)
+	}
 	asrv := &http.Server{Handler: g.admin, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: zap.NewStdLog(log.Named("admin"))}
 	g.mu.Lock()
@@ -80,6 +98,9 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	if g.keyWatch != nil {
 		goLoop(g.keyWatch.Run)
 	}
+	if g.tls != nil {
+		goLoop(g.tls.Run)
+	}
 	if o.ConfigPath != "" {
 		every := o.ReloadEvery
 		if every <= 0 {
@@ -90,10 +111,10 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	}
 
 	errc := make(chan error, 2)
-	go func() { errc <- psrv.Serve(proxy.WrapListener(pln)) }()
+	go func() { errc <- psrv.Serve(served) }()
 	go func() { errc <- asrv.Serve(aln) }()
 	log.Info("faxgate serving", zap.String("proxy", pln.Addr().String()), zap.String("admin", aln.Addr().String()),
-		zap.String("version", g.deps.Version))
+		zap.String("tls", cfg.Server.TLS.Mode), zap.String("version", g.deps.Version))
 	if o.Ready != nil {
 		o.Ready(pln.Addr().String(), aln.Addr().String())
 	}

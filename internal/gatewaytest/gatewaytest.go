@@ -9,6 +9,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -64,6 +66,28 @@ type Options struct {
 	// raise it, so a loaded test machine does not send them to the local
 	// fallback.
 	RateLimitTimeout time.Duration
+
+	// TLS, when set, serves the proxy listener over TLS: the harness
+	// writes server.tls (mode files), so Config must have no server.tls.
+	TLS *TLS
+}
+
+// TLS is the proxy listener's TLS for a test gateway.
+type TLS struct {
+	// CertFile and KeyFile are server.tls.cert_file/key_file.
+	CertFile, KeyFile string
+	// ClientCAFile and ClientAuth are server.tls.client_ca_file/client_auth.
+	ClientCAFile, ClientAuth string
+	// MinVersion is server.tls.min_version; default 1.2.
+	MinVersion string
+	// RootCAs is what the gateway's clients (Client, Raw, Dial) trust.
+	RootCAs *x509.CertPool
+	// ClientCert, when set, is presented by Client, Raw and Dial.
+	ClientCert *tls.Certificate
+	// PollEvery is how often the certificate files are polled; default 50ms.
+	PollEvery time.Duration
+	// HTTP1 makes Client speak HTTP/1.1; by default it negotiates h2.
+	HTTP1 bool
 }
 
 // Gateway is a running test gateway.
@@ -84,6 +108,23 @@ type Gateway struct {
 	// Client talks to this gateway only; its connections close with the test.
 	Client *http.Client
 	logs   *SyncBuffer
+	tls    *TLS
+
+	drain    context.CancelFunc
+	done     <-chan error
+	stopOnce sync.Once
+	runErr   error
+}
+
+// Shutdown ends Run's context, as SIGTERM does in faxgate serve (readiness
+// goes, the listener stops accepting, requests in flight finish), and
+// returns what Run returned. Later calls return the same.
+func (g *Gateway) Shutdown() error {
+	g.stopOnce.Do(func() {
+		g.drain()
+		g.runErr = <-g.done
+	})
+	return g.runErr
 }
 
 // Start builds and starts a gateway; everything stops at the end of the test.
@@ -108,6 +149,29 @@ func Start(t testing.TB, o Options) *Gateway {
 
 	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
 		up.URL, o.UpstreamTimeout, o.Config)
+	if o.TLS != nil {
+		tlsYAML := fmt.Sprintf("  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
+		if o.TLS.ClientCAFile != "" {
+			tlsYAML += fmt.Sprintf("    client_ca_file: %q\n", o.TLS.ClientCAFile)
+		}
+		if o.TLS.ClientAuth != "" {
+			tlsYAML += fmt.Sprintf("    client_auth: %q\n", o.TLS.ClientAuth)
+		}
+		if o.TLS.MinVersion != "" {
+			tlsYAML += fmt.Sprintf("    min_version: %q\n", o.TLS.MinVersion)
+		}
+		// Into Config's server section when it has one (at the start of a
+		// line), else as a section of its own.
+		if i := strings.Index("\n"+yaml, "\nserver:\n"); i >= 0 {
+			at := i + len("server:\n")
+			yaml = yaml[:at] + tlsYAML + yaml[at:]
+		} else {
+			yaml += "server:\n" + tlsYAML
+		}
+		if o.TLS.PollEvery == 0 {
+			o.TLS.PollEvery = 50 * time.Millisecond
+		}
+	}
 	if o.RedisAddr != "" && o.RateLimitRedisAddr != "" && o.RedisAddr != o.RateLimitRedisAddr {
 		t.Fatalf("gatewaytest: RedisAddr %s and RateLimitRedisAddr %s differ; a gateway has one Redis", o.RedisAddr, o.RateLimitRedisAddr)
 	}
@@ -157,28 +221,37 @@ func Start(t testing.TB, o Options) *Gateway {
 		TokenLeaseTTL:    2 * time.Second,
 		RedisOpTimeout:   500 * time.Millisecond,
 		RateLimitTimeout: o.RateLimitTimeout,
+		TLSPollEvery:     tlsPoll(o),
 	})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
 	}
 	addrs := make(chan [2]string, 1)
 	done := make(chan error, 1)
+	runCtx, drain := context.WithCancel(context.Background())
 	go func() {
-		done <- gw.Run(context.Background(), gateway.RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }})
+		done <- gw.Run(runCtx, gateway.RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }})
 	}()
 	var a [2]string
 	select {
 	case a = <-addrs:
 	case err := <-done:
+		drain()
 		t.Fatalf("gateway did not start: %v", err)
 	}
-	t.Cleanup(func() { _ = gw.Close(); <-done })
 
 	g := &Gateway{URL: "http://" + a[0], Addr: a[0], AdminURL: "http://" + a[1], Sim: sim, Upstream: up,
-		Gateway: gw, Handler: gw.Handler, Tokens: gw.Tokens, Registry: reg, Metrics: gw.Metrics, Config: cfg, logs: logs}
-	ctr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
-	t.Cleanup(ctr.CloseIdleConnections)
-	g.Client = &http.Client{Transport: ctr, Timeout: 30 * time.Second}
+		Gateway: gw, Handler: gw.Handler, Tokens: gw.Tokens, Registry: reg, Metrics: gw.Metrics, Config: cfg, logs: logs,
+		tls: o.TLS, drain: drain, done: done}
+	t.Cleanup(func() { _ = gw.Close(); _ = g.Shutdown() })
+	if o.TLS != nil {
+		g.URL = "https://" + a[0]
+		g.Client = g.TLSClient(t, o.TLS.ClientCert, !o.TLS.HTTP1)
+	} else {
+		ctr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
+		t.Cleanup(ctr.CloseIdleConnections)
+		g.Client = &http.Client{Transport: ctr, Timeout: 30 * time.Second}
+	}
 	if !o.NoWait {
 		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer wcancel()
@@ -187,6 +260,13 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 	}
 	return g
+}
+
+func tlsPoll(o Options) time.Duration {
+	if o.TLS == nil {
+		return 0
+	}
+	return o.TLS.PollEvery
 }
 
 // refreshBefore suits the simulator's token lifetime: short test tokens are
@@ -230,11 +310,12 @@ func (g *Gateway) Do(t testing.TB, method, path string, body string, hdr ...stri
 	return resp, b.String()
 }
 
-// Raw writes raw bytes on a new TCP connection and returns everything the
-// gateway answers until it closes the connection or the timeout passes.
+// Raw writes raw bytes on a new TCP connection (over TLS, offering only
+// http/1.1, when the gateway serves TLS) and returns everything the gateway
+// answers until it closes the connection or the timeout passes.
 func (g *Gateway) Raw(t testing.TB, raw string, timeout time.Duration) string {
 	t.Helper()
-	c, err := net.Dial("tcp", g.Addr)
+	c, err := g.Dial(nil, timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +327,44 @@ func (g *Gateway) Raw(t testing.TB, raw string, timeout time.Duration) string {
 	var out bytes.Buffer
 	_, _ = out.ReadFrom(c)
 	return out.String()
+}
+
+// Dial opens a connection to the proxy listener: TCP, or TLS with the
+// harness's trust and client certificate when the gateway serves TLS, from
+// local when set, offering only http/1.1.
+func (g *Gateway) Dial(local net.Addr, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: local, Timeout: timeout}
+	if g.tls == nil {
+		return d.Dial("tcp", g.Addr)
+	}
+	return (&tls.Dialer{NetDialer: d, Config: g.TLSConfig(g.tls.ClientCert, false)}).Dial("tcp", g.Addr)
+}
+
+// TLSConfig is a client configuration for the gateway: its trust roots,
+// cert presented when not nil, ALPN h2 and http/1.1, or http/1.1 only.
+func (g *Gateway) TLSConfig(cert *tls.Certificate, h2 bool) *tls.Config {
+	c := &tls.Config{RootCAs: g.tls.RootCAs, ServerName: "localhost", NextProtos: []string{"http/1.1"}}
+	if h2 {
+		c.NextProtos = []string{"h2", "http/1.1"}
+	}
+	if cert != nil {
+		c.Certificates = []tls.Certificate{*cert}
+	}
+	return c
+}
+
+// TLSClient is an HTTP client for a TLS gateway presenting cert (none when
+// nil), speaking h2 when h2 is set and HTTP/1.1 otherwise. Its
+// connections close with the test.
+func (g *Gateway) TLSClient(t testing.TB, cert *tls.Certificate, h2 bool) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true,
+		TLSClientConfig: g.TLSConfig(cert, h2), ForceAttemptHTTP2: h2}
+	var p http.Protocols
+	p.SetHTTP1(!h2)
+	p.SetHTTP2(h2)
+	tr.Protocols = &p
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
 // Logs returns every log line written so far.
