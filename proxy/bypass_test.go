@@ -473,10 +473,15 @@ func goRefusedDeletes() []goRefusedDelete {
 	}
 }
 
+// goRefusedPrefix names the cases of goRefusedAttacks: HTTP/1 head syntax,
+// which has no HTTP/2 form (h2 has no Host field rule, no Expect refusal and
+// binary framing).
+const goRefusedPrefix = "refused by Go's rules: "
+
 func goRefusedAttacks() []attack {
 	var out []attack
 	for _, d := range goRefusedDeletes() {
-		out = append(out, attack{name: "refused by Go's rules: " + d.name, raw: d.raw, want: []reply{gw(d.status, d.code)}})
+		out = append(out, attack{name: goRefusedPrefix + d.name, raw: d.raw, want: []reply{gw(d.status, d.code)}})
 	}
 	return out
 }
