@@ -72,8 +72,12 @@ type ACME struct {
 	CARootFile string `yaml:"ca_root_file"`
 	// Storage is file or redis. Default "file".
 	Storage string `yaml:"storage"`
-	// StoragePath is the directory of storage "file"; default "" means certmagic's.
+	// StoragePath is the directory of storage "file"; default "" means
+	// certmagic's: $XDG_DATA_HOME/certmagic, else ~/.local/share/certmagic.
 	StoragePath string `yaml:"storage_path"`
+	// HTTPListen is the address of the http-01 challenge listener; "" for
+	// none (tls-alpn-01 is always answered on server.listen).
+	HTTPListen string `yaml:"http_listen"`
 }
 
 // Admin is the admin listener (/metrics, /healthz, /readyz).

@@ -69,10 +69,6 @@ func (v *validator) positive(path string, d time.Duration) {
 	}
 }
 
-func (v *validator) notYet(path, value string) {
-	v.add(path, "%s is not supported yet", v.q(path, value))
-}
-
 // envName checks a field naming an environment variable, when set.
 func (v *validator) envName(path, name string) {
 	if name != "" && !validEnvName(name) {
@@ -117,11 +113,7 @@ func (v *validator) validateServer(s Server) {
 	v.positive("server.shutdown_timeout", s.ShutdownTimeout)
 
 	t := s.TLS
-	// Mode acme is not built yet: a file asking for it must stop the
-	// gateway rather than have it serve plain HTTP where TLS was wanted.
-	if v.oneOf("server.tls.mode", t.Mode, "off", "files", "acme") && t.Mode == "acme" {
-		v.notYet("server.tls.mode", t.Mode)
-	}
+	v.oneOf("server.tls.mode", t.Mode, "off", "files", "acme")
 	v.oneOf("server.tls.min_version", t.MinVersion, "1.2", "1.3")
 	if t.Mode == "files" {
 		if t.CertFile == "" {
@@ -155,6 +147,59 @@ func (v *validator) validateServer(s Server) {
 	}
 	v.oneOf("server.tls.acme.storage", t.ACME.Storage, "file", "redis")
 	v.file("server.tls.acme.ca_root_file", t.ACME.CARootFile)
+	v.file("server.tls.acme.storage_path", t.ACME.StoragePath)
+	if t.Mode == "acme" {
+		v.validateACME(t.ACME)
+	}
+}
+
+// validateACME checks server.tls.acme for mode acme: the names to obtain a
+// certificate for, and where to obtain it from.
+func (v *validator) validateACME(a ACME) {
+	if len(a.Domains) == 0 {
+		v.add("server.tls.acme.domains", `required with server.tls.mode "acme"`)
+	}
+	seen := map[string]bool{}
+	for i, d := range a.Domains {
+		p := fmt.Sprintf("server.tls.acme.domains[%d]", i)
+		switch {
+		case !validDNSName(d):
+			// Wildcards need dns-01, which faxgate does not offer; IP
+			// addresses are refused by the public CAs' policies.
+			v.add(p, "invalid DNS name %s (want a host name such as api.example.com; no wildcard, no IP address)", v.q(p, d))
+		case seen[strings.ToLower(d)]:
+			v.add(p, "duplicate domain %s", v.q(p, d))
+		}
+		seen[strings.ToLower(d)] = true
+	}
+	if a.Directory != "" {
+		u, err := url.Parse(a.Directory)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || u.Fragment != "" {
+			v.add("server.tls.acme.directory", "invalid ACME directory URL %s (want https://host/path, or empty for the public default CA)", v.q("server.tls.acme.directory", a.Directory))
+		}
+	}
+	if a.HTTPListen != "" {
+		v.listen("server.tls.acme.http_listen", a.HTTPListen)
+	}
+}
+
+// validDNSName reports whether s is a host name: dot-separated labels of
+// letters, digits and inner hyphens, 63 bytes each, 253 in all.
+func validDNSName(s string) bool {
+	if s == "" || len(s) > 253 || net.ParseIP(s) != nil {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // listen checks a listener address: host:port with a numeric port.

@@ -86,8 +86,26 @@ func TestValidateMessages(t *testing.T) {
 		{"require without a client ca", func(c *Config) {
 			c.Server.TLS = TLS{Mode: "files", MinVersion: "1.2", CertFile: "c", KeyFile: "k", ClientAuth: "require", ACME: ACME{Storage: "file"}}
 		}, []string{`server.tls.client_auth: "require" needs server.tls.client_ca_file to verify certificates against`}},
-		{"acme is not built yet", func(c *Config) { c.Server.TLS.Mode = "acme" },
-			[]string{`server.tls.mode: "acme" is not supported yet`}},
+		{"acme without domains", func(c *Config) { c.Server.TLS.Mode = "acme" },
+			[]string{`server.tls.acme.domains: required with server.tls.mode "acme"`}},
+		{"acme bad domains, directory, http listen", func(c *Config) {
+			c.Server.TLS.Mode = "acme"
+			c.Server.TLS.ACME.Domains = []string{"ok.example.com", "*.example.com", "10.0.0.1", "-x.example", "OK.example.com"}
+			c.Server.TLS.ACME.Directory = "http://ca.internal/directory"
+			c.Server.TLS.ACME.HTTPListen = "80"
+		}, []string{
+			`server.tls.acme.domains[1]: invalid DNS name "*.example.com" (want a host name such as api.example.com; no wildcard, no IP address)`,
+			`server.tls.acme.domains[2]: invalid DNS name "10.0.0.1" (want a host name such as api.example.com; no wildcard, no IP address)`,
+			`server.tls.acme.domains[3]: invalid DNS name "-x.example" (want a host name such as api.example.com; no wildcard, no IP address)`,
+			`server.tls.acme.domains[4]: duplicate domain "OK.example.com"`,
+			`server.tls.acme.directory: invalid ACME directory URL "http://ca.internal/directory" (want https://host/path, or empty for the public default CA)`,
+			`server.tls.acme.http_listen: invalid address "80" (want host:port, port 0-65535)`}},
+		{"acme valid", func(c *Config) {
+			c.Server.TLS.Mode = "acme"
+			c.Server.TLS.ACME.Domains = []string{"gw.example.com", "localhost"}
+			c.Server.TLS.ACME.Directory = "https://ca.internal:14000/dir"
+			c.Server.TLS.ACME.HTTPListen = ":80"
+		}, nil},
 		{"blank files", func(c *Config) { c.Upstream.APIKeyFile = " "; c.Upstream.CAFile = "\t" },
 			[]string{`upstream.api_key_file: must not be blank`, `upstream.ca_file: must not be blank`}},
 		{"unidentified names a caller", func(c *Config) {
