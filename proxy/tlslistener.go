@@ -139,6 +139,12 @@ func (l *tlsListener) handshake(raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
+	if tc.ConnectionState().NegotiatedProtocol == "acme-tls/1" {
+		// An ACME tls-alpn-01 validation (RFC 8737): the handshake was
+		// the answer; nothing is served on such a connection.
+		_ = tc.Close()
+		return
+	}
 	var c net.Conn = tc
 	if tc.ConnectionState().NegotiatedProtocol != "h2" {
 		c = &tlsFramingConn{newFramingConn(tc, sniffBufSize), tc}

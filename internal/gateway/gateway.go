@@ -17,9 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/faxgate/faxgate/internal/certstore"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/servertls"
@@ -78,7 +80,7 @@ type Gateway struct {
 	deps      Deps
 	log       Logs
 	transport *http.Transport
-	redis     redis.UniversalClient // nil without token.store or rate_limit.backend redis
+	redis     redis.UniversalClient // nil unless cfg.UsesRedis()
 	keyWatch  *tokencache.KeyWatcher
 	tls       *servertls.Server // nil with server.tls.mode off
 	compile   compileFunc
@@ -131,7 +133,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	// One Redis connection serves the token store and the rate limiter.
 	var shared tokencache.Shared
 	var compileOpts []policy.CompileOption
-	if cfg.Token.Store == "redis" || cfg.RateLimit.Backend == "redis" {
+	if cfg.UsesRedis() {
 		password, err := redisPassword(cfg.Redis, d.Getenv)
 		if err != nil {
 			return nil, err
@@ -178,20 +180,25 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		return nil, err
 	}
 	// Last of the parts that can fail, so that a failure leaves nothing of
-	// certmagic running. Mode off has no TLS; mode acme never passes
-	// validation yet, and is refused here too rather than served plain.
+	// certmagic running. Mode off has no TLS; an unknown mode (config not
+	// validated) is refused rather than served plain.
 	switch cfg.Server.TLS.Mode {
 	case "off":
-	case "files":
+	case "files", "acme":
+		var storage certmagic.Storage // acme.storage file: servertls's FileStorage
+		if cfg.Server.TLS.Mode == "acme" && cfg.Server.TLS.ACME.Storage == "redis" {
+			storage = certstore.New(certstore.Options{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
+				Logger: log.Named("tls").Named("certstore"), OpTimeout: d.RedisOpTimeout})
+		}
 		g.tls, err = servertls.New(servertls.Options{TLS: cfg.Server.TLS, Clock: d.Clock, PollEvery: d.TLSPollEvery,
-			Logger: log.Named("tls"), Metrics: g.Metrics})
+			Logger: log.Named("tls"), Metrics: g.Metrics, Storage: storage})
 		if err != nil {
 			g.release()
 			return nil, err
 		}
 	default:
 		g.release()
-		return nil, fmt.Errorf("server.tls.mode: %q is not supported yet", cfg.Server.TLS.Mode)
+		return nil, fmt.Errorf("server.tls.mode: %q is not supported", cfg.Server.TLS.Mode)
 	}
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Handler = proxy.New(proxy.Options{

@@ -50,6 +50,27 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		pln.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
+	// http-01 (mode acme with acme.http_listen): bound before certmagic
+	// starts, so its solver finds the port taken and leaves the answer to
+	// this listener.
+	var hln net.Listener
+	var hsrv *http.Server
+	if a := cfg.Server.TLS.ACME; g.tls != nil && cfg.Server.TLS.Mode == "acme" && a.HTTPListen != "" {
+		if hln, err = net.Listen("tcp", a.HTTPListen); err != nil {
+			pln.Close()
+			aln.Close()
+			return fmt.Errorf("server.tls.acme.http_listen: %w", err)
+		}
+		hsrv = &http.Server{Handler: g.tls.HTTPChallengeHandler(), ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			IdleTimeout: cfg.Server.IdleTimeout, ErrorLog: zap.NewStdLog(log.Named("acme_http"))}
+	}
+	if g.tls != nil {
+		var haddr net.Addr
+		if hln != nil {
+			haddr = hln.Addr()
+		}
+		g.tls.Bound(pln.Addr(), haddr)
+	}
 	psrv := proxy.NewServer(g.Handler, proxy.ServerOptions{
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
@@ -80,9 +101,15 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		g.mu.Unlock()
 		pln.Close()
 		aln.Close()
+		if hln != nil {
+			hln.Close()
+		}
 		return nil
 	}
 	g.servers = []*http.Server{psrv, asrv}
+	if hsrv != nil {
+		g.servers = append(g.servers, hsrv)
+	}
 	g.mu.Unlock()
 
 	// The loops outlive ctx by the drain: tokens must keep flowing to the
@@ -110,9 +137,12 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		goLoop(func(ctx context.Context) { rl.run(ctx, o.Reload, every) })
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- psrv.Serve(served) }()
 	go func() { errc <- asrv.Serve(aln) }()
+	if hsrv != nil {
+		go func() { errc <- hsrv.Serve(hln) }()
+	}
 	log.Info("faxgate serving", zap.String("proxy", pln.Addr().String()), zap.String("admin", aln.Addr().String()),
 		zap.String("tls", cfg.Server.TLS.Mode), zap.String("version", g.deps.Version))
 	if o.Ready != nil {
@@ -135,6 +165,9 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		_ = psrv.Close()
 	}
 	_ = asrv.Shutdown(sctx)
+	if hsrv != nil {
+		_ = hsrv.Shutdown(sctx)
+	}
 	stopLoops()
 	loops.Wait()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

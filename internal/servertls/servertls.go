@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/mholt/acmez/v3"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/background"
@@ -48,6 +49,11 @@ type Options struct {
 	Logger *zap.Logger
 	// Metrics receive the certificate expiry and the handshake errors. Required.
 	Metrics *metrics.Metrics
+	// Storage is where mode acme keeps accounts, certificates, keys and
+	// locks: certstore over Redis for acme.storage redis. nil means files
+	// under acme.storage_path (certmagic's default directory when empty).
+	// Unused in mode files.
+	Storage certmagic.Storage
 }
 
 // Server holds the proxy listener's certificate and TLS settings.
@@ -57,6 +63,7 @@ type Server struct {
 	cache     *certmagic.Cache
 	magic     *certmagic.Config
 	clientCAs *x509.CertPool
+	acme      *acmeState // mode acme only
 
 	// mu guards what follows: the poller writes it, readiness reads it.
 	mu       sync.Mutex
@@ -71,7 +78,7 @@ type Server struct {
 // a Server ready to hand out its tls.Config. An error names the setting at
 // fault by its YAML path and never holds file content. Close releases it.
 func New(o Options) (*Server, error) {
-	if o.TLS.Mode != "files" {
+	if o.TLS.Mode != "files" && o.TLS.Mode != "acme" {
 		return nil, fmt.Errorf("server.tls.mode: %q has no certificate source here", o.TLS.Mode)
 	}
 	if o.Metrics == nil {
@@ -101,6 +108,12 @@ func New(o Options) (*Server, error) {
 		}
 	}
 
+	if o.TLS.Mode == "acme" {
+		if err := s.initACME(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	cmLog := o.Logger.Named("certmagic")
 	s.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return s.magic, nil },
@@ -144,6 +157,9 @@ func (s *Server) TLSConfig() *tls.Config {
 	if s.o.TLS.MinVersion == "1.3" {
 		c.MinVersion = tls.VersionTLS13
 	}
+	if s.acme != nil {
+		c.NextProtos = append(c.NextProtos, acmez.ACMETLS1Protocol)
+	}
 	if s.clientCAs != nil {
 		c.ClientCAs = s.clientCAs
 		// optional still verifies a certificate that is sent: an
@@ -154,12 +170,18 @@ func (s *Server) TLSConfig() *tls.Config {
 			c.ClientAuth = tls.RequireAndVerifyClientCert
 		}
 	}
+	if s.acme != nil {
+		c.GetConfigForClient = acmeChallengeConfig(c)
+	}
 	return c
 }
 
 // Ready reports whether a certificate that has not expired is in hand
 // (/readyz, contract section 11), and why not.
 func (s *Server) Ready() (bool, string) {
+	if s.acme != nil {
+		return s.acmeReady()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -174,6 +196,10 @@ func (s *Server) Ready() (bool, string) {
 // Run polls the certificate files until ctx ends and swaps in each new
 // valid pair. A panic is logged and the polling resumes one interval later.
 func (s *Server) Run(ctx context.Context) {
+	if s.acme != nil {
+		s.runACME(ctx)
+		return
+	}
 	background.Loop(ctx, s.log, "tls_cert_watch", s.sleep, func(ctx context.Context) {
 		for s.sleep(ctx) {
 			s.poll(ctx)
