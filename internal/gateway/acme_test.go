@@ -189,6 +189,38 @@ func TestACMEObtainsFromPebble(t *testing.T) {
 	}
 }
 
+// TestACMEHTTP01OnHTTPListen: with acme.http_listen set, http-01 is
+// answered there. Pebble's tls-alpn-01 port leads nowhere, so only http-01
+// can validate the order.
+func TestACMEHTTP01OnHTTPListen(t *testing.T) {
+	httpPort := pebbletest.FreePort(t)
+	peb := pebbletest.Start(t, pebbletest.Options{TLSPort: pebbletest.FreePort(t), HTTPPort: httpPort})
+	tlsYAML := fmt.Sprintf(`  tls:
+    mode: acme
+    acme:
+      domains: ["localhost"]
+      directory: %q
+      ca_root_file: %q
+      storage_path: %q
+      http_listen: "127.0.0.1:%d"
+`, peb.Directory, peb.CAFile, t.TempDir(), httpPort)
+	a := startACMEGateway(t, acmeUpstream(t), "127.0.0.1:0", tlsYAML, "")
+	a.waitReady(t, 30*time.Second)
+	if !strings.Contains(a.logs.String(), `"challenge":"http-01"`) {
+		t.Errorf("no http-01 challenge was served:\n%s", a.logs.String())
+	}
+	a.served(t, peb.Roots(t))
+	// Anything but a challenge on the http-01 listener is 404.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/contacts/list", httpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("http-01 listener answered %s to a non-challenge request", resp.Status)
+	}
+}
+
 // TestACMENotReadyWhileTheCAIsUnreachable: with a directory nobody
 // answers, serve still starts (certmagic's ManageAsync), /readyz says why it
 // is not ready, and the log says why the certificate is missing.
