@@ -37,11 +37,15 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/mholt/acmez/v3"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/background"
 )
+
+// acmeTLS1 is the ALPN protocol of tls-alpn-01 validations (RFC 8737),
+// spelled here rather than imported from acmez, which faxgate does not
+// depend on directly.
+const acmeTLS1 = "acme-tls/1"
 
 // acmeState is what mode acme adds to a Server.
 type acmeState struct {
@@ -154,12 +158,12 @@ func acmeChallengeConfig(base *tls.Config) func(*tls.ClientHelloInfo) (*tls.Conf
 	challenge := base.Clone()
 	challenge.ClientAuth = tls.NoClientCert
 	challenge.ClientCAs = nil
-	challenge.NextProtos = []string{acmez.ACMETLS1Protocol}
+	challenge.NextProtos = []string{acmeTLS1}
 	challenge.GetConfigForClient = nil
 	return func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		// RFC 8737 section 3: the validation offers acme-tls/1 as its
 		// only protocol.
-		if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == acmez.ACMETLS1Protocol {
+		if len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == acmeTLS1 {
 			return challenge, nil
 		}
 		return nil, nil

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/mholt/acmez/v3"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/background"
@@ -158,7 +157,7 @@ func (s *Server) TLSConfig() *tls.Config {
 		c.MinVersion = tls.VersionTLS13
 	}
 	if s.acme != nil {
-		c.NextProtos = append(c.NextProtos, acmez.ACMETLS1Protocol)
+		c.NextProtos = append(c.NextProtos, acmeTLS1)
 	}
 	if s.clientCAs != nil {
 		c.ClientCAs = s.clientCAs
