@@ -56,6 +56,9 @@ type acmeState struct {
 // initACME builds certmagic for mode acme. Nothing is obtained until Run.
 func (s *Server) initACME() error {
 	a := s.o.TLS.ACME
+	if len(a.Domains) == 0 { // validated by config; kept so a caller skipping it fails cleanly
+		return fmt.Errorf("server.tls.acme.domains: required with server.tls.mode \"acme\"")
+	}
 	var roots *x509.CertPool
 	if a.CARootFile != "" {
 		b, err := os.ReadFile(a.CARootFile)
