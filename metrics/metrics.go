@@ -47,6 +47,7 @@ type Metrics struct {
 	// TLS on the proxy listener (server.tls).
 	TLSCertExpiry      *prometheus.GaugeVec   // domain: the certificate's first DNS name
 	TLSHandshakeErrors *prometheus.CounterVec // reason: HandshakeReasons
+	TLSACMEFailures    *prometheus.CounterVec // domain (from config), op: obtain, renew
 }
 
 // HandshakeReasons are the reason label values of
@@ -146,8 +147,12 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "faxgate_tls_handshake_errors_total",
 			Help: "Failed TLS handshakes on the proxy listener, by reason (no_client_cert, bad_client_cert, protocol, other).",
 		}, []string{"reason"}),
+		TLSACMEFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_tls_acme_failures_total",
+			Help: "Failed ACME attempts to obtain or renew the proxy listener's certificate, by configured domain and op (obtain, renew); certmagic retries with backoff.",
+		}, []string{"domain", "op"}),
 	}
-	reg.MustRegister(m.TLSCertExpiry, m.TLSHandshakeErrors)
+	reg.MustRegister(m.TLSCertExpiry, m.TLSHandshakeErrors, m.TLSACMEFailures)
 	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
 		m.ConfigReload, m.ConfigLastReload, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,

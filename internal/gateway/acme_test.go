@@ -245,6 +245,18 @@ func TestACMENotReadyWhileTheCAIsUnreachable(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no TLS certificate yet for localhost") {
 		t.Fatalf("readyz = %d %s", code, body)
 	}
+	// The failed order is counted too, for alerts: certmagic emits its
+	// event just after the log line.
+	failures := a.g.Metrics.TLSACMEFailures.WithLabelValues("localhost", "obtain")
+	for testutil.ToFloat64(failures) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("faxgate_tls_acme_failures_total{domain=\"localhost\",op=\"obtain\"} stayed 0")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := testutil.ToFloat64(a.g.Metrics.TLSACMEFailures.WithLabelValues("localhost", "renew")); n != 0 {
+		t.Errorf("renew failures = %v, want 0", n)
+	}
 }
 
 // TestACMERedisStorageOneOrderForTheFleet: three gateways sharing a real

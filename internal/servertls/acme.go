@@ -92,7 +92,14 @@ func (s *Server) initACME() error {
 		// A client without SNI gets the first managed certificate rather
 		// than a failed handshake.
 		DefaultServerName: a.Domains[0],
+		OnEvent:           s.acmeEvent,
 	})
+	// Present at 0 from the start, so that rate() and alerts see the first failure.
+	for _, d := range a.Domains {
+		for _, op := range []string{"obtain", "renew"} {
+			s.o.Metrics.TLSACMEFailures.WithLabelValues(d, op)
+		}
+	}
 	ca := a.Directory
 	if ca == "" {
 		ca = certmagic.LetsEncryptProductionCA
@@ -189,6 +196,25 @@ func (s *Server) runACME(ctx context.Context) {
 			s.updateACMEMetrics()
 		}
 	})
+}
+
+// acmeEvent counts certmagic's failed obtains and renewals (it logs them
+// itself, with the reason). The domain label is only ever a configured
+// domain: certmagic manages nothing else here.
+func (s *Server) acmeEvent(_ context.Context, event string, data map[string]any) error {
+	if event != "cert_failed" {
+		return nil
+	}
+	name, _ := data["identifier"].(string)
+	if !slices.Contains(s.acme.domains, name) {
+		return nil
+	}
+	op := "obtain"
+	if renewal, _ := data["renewal"].(bool); renewal {
+		op = "renew"
+	}
+	s.o.Metrics.TLSACMEFailures.WithLabelValues(name, op).Inc()
+	return nil
 }
 
 // managedLeaf is the newest certificate certmagic holds for domain, or nil.
