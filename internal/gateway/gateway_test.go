@@ -1,15 +1,12 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/syncbuf"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -29,34 +27,7 @@ import (
 const testKey = "sk_test_gateway-K3y-never-logged-0123456789"
 
 // syncBuffer collects log output from the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines decodes the JSON log lines whose msg is msg.
-func (s *syncBuffer) lines(msg string) []map[string]any {
-	var out []map[string]any
-	for _, l := range strings.Split(s.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+type syncBuffer = syncbuf.Buffer
 
 func testConfigYAML(baseURL, allow string) string {
 	return `upstream:
@@ -155,18 +126,18 @@ func TestAuditSurvivesErrorLevel(t *testing.T) {
 	}
 	logs.Logger.Info("access")
 	logs.Audit.Info("audit")
-	if len(buf.lines("access")) != 0 {
+	if len(buf.Lines("access")) != 0 {
 		t.Errorf("info line written at log.level error")
 	}
-	if len(buf.lines("audit")) != 1 {
+	if len(buf.Lines("audit")) != 1 {
 		t.Fatalf("audit line lost at log.level error:\n%s", buf.String())
 	}
 	logs.Level.SetLevel(zapcore.FatalLevel)
 	logs.Audit.Info("audit")
-	if len(buf.lines("audit")) != 2 {
+	if len(buf.Lines("audit")) != 2 {
 		t.Errorf("audit line lost after the level was raised")
 	}
-	if l := buf.lines("audit")[0]; l["level"] != "info" || l["ts"] == nil {
+	if l := buf.Lines("audit")[0]; l["level"] != "info" || l["ts"] == nil {
 		t.Errorf("audit line %v: want the shared encoder (level, ts)", l)
 	}
 }
@@ -200,7 +171,7 @@ func TestReloadSurvivesACompilePanic(t *testing.T) {
 	if got := testutil.ToFloat64(g.Metrics.ConfigReload.WithLabelValues("error")); got != 1 {
 		t.Errorf("reload errors = %v, want 1", got)
 	}
-	ls := logs.lines(background.Msg)
+	ls := logs.Lines(background.Msg)
 	if len(ls) != 1 || ls[0]["loop"] != "config_reload" || !strings.Contains(ls[0]["panic"].(string), "nil pointer") ||
 		!strings.Contains(ls[0]["stack"].(string), "TestReloadSurvivesACompilePanic") {
 		t.Fatalf("panic lines %v", ls)
@@ -256,7 +227,7 @@ func TestRunServesAndDrains(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v after a clean drain", err)
 	}
-	if len(logs.lines("stopped")) != 1 {
+	if len(logs.Lines("stopped")) != 1 {
 		t.Errorf("no stopped line:\n%s", logs.String())
 	}
 }
@@ -312,7 +283,7 @@ func TestReloaderLoopSurvivesAPanic(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	ls := logs.lines(background.Msg)
+	ls := logs.Lines(background.Msg)
 	if len(ls) != 1 || ls[0]["loop"] != "config_reload" || ls[0]["then"] != "restarting the loop" {
 		t.Fatalf("panic lines %v", ls)
 	}

@@ -6,7 +6,6 @@
 package gatewaytest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -26,6 +25,7 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/faxsim"
 	"github.com/faxgate/faxgate/internal/gateway"
+	"github.com/faxgate/faxgate/internal/syncbuf"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -371,18 +371,7 @@ func (g *Gateway) TLSClient(t testing.TB, cert *tls.Certificate, h2 bool) *http.
 func (g *Gateway) Logs() string { return g.logs.String() }
 
 // LogLines returns the log lines whose msg is msg, decoded.
-func (g *Gateway) LogLines(msg string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(g.logs.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (g *Gateway) LogLines(msg string) []map[string]any { return g.logs.Lines(msg) }
 
 // Envelope decodes a gateway error body.
 func Envelope(t testing.TB, body string) (status int, message, code string) {
@@ -400,21 +389,4 @@ func Envelope(t testing.TB, body string) (status int, message, code string) {
 
 // SyncBuffer is an io.Writer that the gateway's goroutines and a test can
 // use at once (captured logs, stderr).
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns everything written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type SyncBuffer = syncbuf.Buffer

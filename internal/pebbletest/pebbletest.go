@@ -16,7 +16,6 @@
 package pebbletest
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -32,6 +31,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/syncbuf"
 )
 
 // Version is the Pebble release the tests run.
@@ -58,7 +59,7 @@ type Server struct {
 	ManagementURL string
 
 	client *http.Client
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 }
 
 var build struct {
@@ -165,7 +166,7 @@ func Start(t testing.TB, o Options) *Server {
 		Directory:     fmt.Sprintf("https://localhost:%d/dir", listen),
 		ManagementURL: fmt.Sprintf("https://localhost:%d", mgmt),
 		CAFile:        filepath.Join(certs, "pebble.minica.pem"),
-		out:           &syncBuffer{},
+		out:           &syncbuf.Buffer{},
 	}
 	pem, err := os.ReadFile(s.CAFile)
 	if err != nil {
@@ -239,20 +240,3 @@ func (s *Server) Orders() int { return strings.Count(s.out.String(), "Added orde
 
 // Output is what Pebble has logged so far.
 func (s *Server) Output() string { return s.out.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}

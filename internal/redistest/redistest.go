@@ -8,7 +8,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/faxgate/faxgate/internal/syncbuf"
 )
 
 // Bounds on every wait, so a broken redis-server fails a test instead of hanging it.
@@ -43,7 +44,7 @@ type Server struct {
 	bin  string
 	conf string   // config file; redis-server may rewrite it (sentinel, cluster)
 	args []string // extra command-line arguments after the config file
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	tls  *tls.Config // set for a server started by StartTLS
 
 	mu   sync.Mutex
@@ -210,7 +211,7 @@ func baseConf(port int, dir string) string {
 func start(t testing.TB, bin, name string, conf func(port int, dir string) string, args []string, tlsCfg *tls.Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &Server{bin: bin, args: args, out: &syncBuffer{}, conf: filepath.Join(dir, name+".conf"), tls: tlsCfg}
+	s := &Server{bin: bin, args: args, out: &syncbuf.Buffer{}, conf: filepath.Join(dir, name+".conf"), tls: tlsCfg}
 	t.Cleanup(func() {
 		s.Kill()
 		if t.Failed() {
@@ -325,29 +326,4 @@ func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the output-copying goroutines of
-// several processes and for readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Len()
 }
