@@ -443,26 +443,40 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 			add(r, i)
 		}
 	}
+	// report names a route e that takes requests of sensitive route n
+	// (entry k of policy.sensitive) without being sensitive, once; shared
+	// says whether it has the very same path or only names some of its
+	// paths.
 	reported := map[entry]bool{}
-	for k, n := range sensitive {
-		key, ok := pathOf[n]
-		if !ok {
-			continue
+	report := func(k int, n string, e entry, shared bool) {
+		if sens[e.r.Name] || reported[e] {
+			return
 		}
-		for _, e := range byPath[key] {
-			if sens[e.r.Name] || reported[e] {
-				continue
+		reported[e] = true
+		const why = " (sensitivity follows the path, not the method)"
+		if e.extra < 0 {
+			p := fmt.Sprintf("policy.sensitive[%d]", k)
+			how := "names paths of"
+			if shared {
+				how = "shares the path of"
 			}
-			reported[e] = true
-			if e.extra < 0 {
-				p := fmt.Sprintf("policy.sensitive[%d]", k)
-				v.add(p, "built-in route %s shares the path of sensitive route %s and must be in policy.sensitive too (sensitivity follows the path, not the method)",
-					strconv.Quote(e.r.Name), v.q(p, n))
-				continue
+			v.add(p, "built-in route %s %s sensitive route %s and must be in policy.sensitive too"+why,
+				strconv.Quote(e.r.Name), how, v.q(p, n))
+			return
+		}
+		p := fmt.Sprintf("routes.extra[%d].path", e.extra)
+		how := "names paths of"
+		if shared {
+			how = "is the path of"
+		}
+		v.add(p, "%s %s sensitive route %s, so route %s must be in policy.sensitive too"+why,
+			v.q(p, e.r.Path), how, strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
+	}
+	for k, n := range sensitive {
+		if key, ok := pathOf[n]; ok {
+			for _, e := range byPath[key] {
+				report(k, n, e, true)
 			}
-			p := fmt.Sprintf("routes.extra[%d].path", e.extra)
-			v.add(p, "%s is the path of sensitive route %s, so route %s must be in policy.sensitive too (sensitivity follows the path, not the method)",
-				v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
 		}
 	}
 	// A route whose path has a fixed segment where a sensitive route's has a
@@ -485,19 +499,7 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 				continue
 			}
 			for _, e := range byPath[other] {
-				if sens[e.r.Name] || reported[e] {
-					continue
-				}
-				reported[e] = true
-				if e.extra < 0 {
-					p := fmt.Sprintf("policy.sensitive[%d]", k)
-					v.add(p, "built-in route %s names paths of sensitive route %s and must be in policy.sensitive too (sensitivity follows the path, not the method)",
-						strconv.Quote(e.r.Name), v.q(p, n))
-					continue
-				}
-				p := fmt.Sprintf("routes.extra[%d].path", e.extra)
-				v.add(p, "%s names paths of sensitive route %s, so route %s must be in policy.sensitive too (sensitivity follows the path, not the method)",
-					v.q(p, e.r.Path), strconv.Quote(n), v.q(fmt.Sprintf("routes.extra[%d].name", e.extra), e.r.Name))
+				report(k, n, e, false)
 			}
 		}
 	}
