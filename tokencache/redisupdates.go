@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/redisconn"
 )
 
 // DefaultSubscriptionIdle is RedisOptions.SubscriptionIdle when unset.
@@ -59,7 +59,7 @@ func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool)
 	}()
 	defer background.Guard(s.log, "token_updates", "resubscribing", &panicked)
 
-	sub := newSubscription(ctx, s.client, escapeGlob(s.prefix)+"*:updates", s.timeout)
+	sub := newSubscription(ctx, s.client, redisconn.EscapeGlob(s.prefix)+"*:updates", s.timeout)
 	defer sub.close()
 
 	signal := func() {
@@ -174,20 +174,6 @@ func (s *subscription) close() {
 		s.stop()
 	}
 	_ = s.ps().Close()
-}
-
-// escapeGlob escapes the characters PSUBSCRIBE patterns treat specially, so
-// a prefix is matched literally.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func isTimeout(err error) bool {

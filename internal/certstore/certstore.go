@@ -38,6 +38,8 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/redisconn"
 )
 
 // Defaults for Options' zero values.
@@ -361,7 +363,7 @@ var errStop = errors.New("stop")
 // master) is. A key met twice (a slot moving during the scan) is possible;
 // callers deduplicate or tolerate it.
 func (s *Storage) scan(ctx context.Context, prefix string, fn func(string) bool) error {
-	match := globEscape(prefix) + "*"
+	match := redisconn.EscapeGlob(prefix) + "*"
 	node := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, match, 1000).Iterator()
 		for it.Next(ctx) {
@@ -381,20 +383,6 @@ func (s *Storage) scan(ctx context.Context, prefix string, fn func(string) bool)
 		return nil
 	}
 	return err
-}
-
-// globEscape quotes the characters SCAN MATCH treats as a pattern, so that
-// a prefix or key holding them matches only itself.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // notExist is the error certmagic tests with errors.Is(err, fs.ErrNotExist).
