@@ -392,13 +392,14 @@ func TestTLSCertificateFilesReload(t *testing.T) {
 	}
 }
 
-// TestTLSDrainHTTP2: on shutdown an h2 connection gets GOAWAY, the request
-// in flight on it finishes, and Run returns after a clean drain.
-func TestTLSDrainHTTP2(t *testing.T) {
-	e := newTLSEnv(t, "")
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	g := gatewaytest.Start(t, gatewaytest.Options{TLS: e.opts, Config: svcCallers, Wrap: func(h http.Handler) http.Handler {
+// startHeldTLS starts a TLS gateway whose upstream holds every
+// /v1/contacts/list request: entered receives one value as such a request
+// arrives, and closing release lets them all go on.
+func startHeldTLS(t *testing.T, e *tlsEnv) (g *gatewaytest.Gateway, entered chan struct{}, release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	entered = make(chan struct{}, 1)
+	g = gatewaytest.Start(t, gatewaytest.Options{TLS: e.opts, Config: svcCallers, Wrap: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/v1/contacts/list" {
 				entered <- struct{}{}
@@ -407,6 +408,14 @@ func TestTLSDrainHTTP2(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}})
+	return g, entered, release
+}
+
+// TestTLSDrainHTTP2: on shutdown an h2 connection gets GOAWAY, the request
+// in flight on it finishes, and Run returns after a clean drain.
+func TestTLSDrainHTTP2(t *testing.T) {
+	e := newTLSEnv(t, "")
+	g, entered, release := startHeldTLS(t, e)
 	client := g.TLSClient(t, nil, true)
 	var wg sync.WaitGroup
 	var status int
@@ -462,17 +471,7 @@ func TestTLSDrainHTTP2(t *testing.T) {
 // the in-flight response, complete.
 func TestTLSDrainSendsGOAWAY(t *testing.T) {
 	e := newTLSEnv(t, "")
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	g := gatewaytest.Start(t, gatewaytest.Options{TLS: e.opts, Config: svcCallers, Wrap: func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/v1/contacts/list" {
-				entered <- struct{}{}
-				<-release
-			}
-			h.ServeHTTP(w, r)
-		})
-	}})
+	g, entered, release := startHeldTLS(t, e)
 	defer func() {
 		select {
 		case <-release:
