@@ -142,8 +142,29 @@ func (v *validator) validateServer(s Server) {
 		t.ClientAuth == "require" && t.ClientCAFile == "" {
 		v.add("server.tls.client_auth", `"require" needs server.tls.client_ca_file to verify certificates against`)
 	}
-	if t.Mode != "acme" && len(t.ACME.Domains) > 0 {
-		v.add("server.tls.acme.domains", `only used with server.tls.mode "acme"`)
+	if t.Mode != "acme" {
+		// Every acme key is refused outside mode acme rather than
+		// ignored, so nobody believes a certificate is being obtained.
+		a := t.ACME
+		for _, k := range []struct {
+			key string
+			set bool
+		}{
+			{"domains", len(a.Domains) > 0},
+			{"email", a.Email != ""},
+			{"directory", a.Directory != ""},
+			{"ca_root_file", a.CARootFile != ""},
+			{"storage", a.Storage == "redis"},
+			{"storage_path", a.StoragePath != ""},
+			{"http_listen", a.HTTPListen != ""},
+		} {
+			if k.set {
+				v.add("server.tls.acme."+k.key, `only used with server.tls.mode "acme"`)
+			}
+		}
+	}
+	if t.Mode == "off" && t.MinVersion == "1.3" {
+		v.add("server.tls.min_version", `needs server.tls.mode "files" or "acme"`)
 	}
 	v.oneOf("server.tls.acme.storage", t.ACME.Storage, "file", "redis")
 	v.file("server.tls.acme.ca_root_file", t.ACME.CARootFile)

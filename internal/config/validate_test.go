@@ -86,6 +86,18 @@ func TestValidateMessages(t *testing.T) {
 		{"require without a client ca", func(c *Config) {
 			c.Server.TLS = TLS{Mode: "files", MinVersion: "1.2", CertFile: "c", KeyFile: "k", ClientAuth: "require", ACME: ACME{Storage: "file"}}
 		}, []string{`server.tls.client_auth: "require" needs server.tls.client_ca_file to verify certificates against`}},
+		{"acme keys outside mode acme", func(c *Config) {
+			c.Server.TLS = TLS{Mode: "files", MinVersion: "1.2", CertFile: "c", KeyFile: "k", ClientAuth: "optional",
+				ACME: ACME{Email: "a@example.com", Directory: "https://ca.internal/dir", CARootFile: "r", Storage: "redis", StoragePath: "p", HTTPListen: ":80"}}
+		}, []string{
+			`server.tls.acme.email: only used with server.tls.mode "acme"`,
+			`server.tls.acme.directory: only used with server.tls.mode "acme"`,
+			`server.tls.acme.ca_root_file: only used with server.tls.mode "acme"`,
+			`server.tls.acme.storage: only used with server.tls.mode "acme"`,
+			`server.tls.acme.storage_path: only used with server.tls.mode "acme"`,
+			`server.tls.acme.http_listen: only used with server.tls.mode "acme"`}},
+		{"min version 1.3 with tls off", func(c *Config) { c.Server.TLS.MinVersion = "1.3" },
+			[]string{`server.tls.min_version: needs server.tls.mode "files" or "acme"`}},
 		{"acme without domains", func(c *Config) { c.Server.TLS.Mode = "acme" },
 			[]string{`server.tls.acme.domains: required with server.tls.mode "acme"`}},
 		{"acme bad domains, directory, http listen", func(c *Config) {
