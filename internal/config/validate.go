@@ -202,6 +202,9 @@ func (v *validator) validateACME(a ACME) {
 	if a.HTTPListen != "" {
 		v.listen("server.tls.acme.http_listen", a.HTTPListen)
 	}
+	if a.Storage == "redis" && a.StoragePath != "" {
+		v.add("server.tls.acme.storage_path", `only used with server.tls.acme.storage "file"`)
+	}
 }
 
 // validDNSName reports whether s is a host name: dot-separated labels of

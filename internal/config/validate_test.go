@@ -112,6 +112,12 @@ func TestValidateMessages(t *testing.T) {
 			`server.tls.acme.domains[4]: duplicate domain "OK.example.com"`,
 			`server.tls.acme.directory: invalid ACME directory URL "http://ca.internal/directory" (want https://host/path, or empty for the public default CA)`,
 			`server.tls.acme.http_listen: invalid address "80" (want host:port, port 0-65535)`}},
+		{"acme storage redis with a storage path", func(c *Config) {
+			c.Server.TLS.Mode = "acme"
+			c.Server.TLS.ACME.Domains = []string{"gw.example.com"}
+			c.Server.TLS.ACME.Storage = "redis"
+			c.Server.TLS.ACME.StoragePath = "/var/lib/faxgate"
+		}, []string{`server.tls.acme.storage_path: only used with server.tls.acme.storage "file"`}},
 		{"acme valid", func(c *Config) {
 			c.Server.TLS.Mode = "acme"
 			c.Server.TLS.ACME.Domains = []string{"gw.example.com", "localhost"}
