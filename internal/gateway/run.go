@@ -17,6 +17,10 @@ import (
 // defaultReloadEvery is how often the config file is checked for changes.
 const defaultReloadEvery = 2 * time.Second
 
+// acmeHTTPTimeout bounds reading and answering one request on
+// acme.http_listen.
+const acmeHTTPTimeout = 10 * time.Second
+
 // RunOptions are what Run takes from its caller beyond the configuration.
 type RunOptions struct {
 	// ConfigPath is the file to reload on Reload and on change; "" for none
@@ -61,7 +65,11 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 			aln.Close()
 			return fmt.Errorf("server.tls.acme.http_listen: %w", err)
 		}
+		// The challenge listener faces the CA (often the internet) and only
+		// ever answers small GETs: whole-exchange bounds keep a slow client
+		// from holding its sockets.
 		hsrv = &http.Server{Handler: g.tls.HTTPChallengeHandler(), ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			ReadTimeout: acmeHTTPTimeout, WriteTimeout: acmeHTTPTimeout,
 			IdleTimeout: cfg.Server.IdleTimeout, ErrorLog: zap.NewStdLog(log.Named("acme_http"))}
 	}
 	if g.tls != nil {
