@@ -171,6 +171,21 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	return m
 }
 
+// RegisterReady exports faxgate_ready: 1 while /readyz would answer 200, 0
+// otherwise, read at scrape time from ready (which must not block). It lets an
+// alert tell "up but not ready" from "down".
+func RegisterReady(reg prometheus.Registerer, ready func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "faxgate_ready",
+		Help: "1 while the gateway is ready (GET /readyz answers 200: config loaded, a valid token held, a certificate in hand with TLS, not draining), else 0.",
+	}, func() float64 {
+		if ready() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // Method maps an HTTP method to its label value: one of contract section 5's
 // methods, or "other", so a caller cannot mint label values.
 func Method(m string) string {

@@ -209,3 +209,22 @@ func TestCode(t *testing.T) {
 		t.Errorf("Code allocates %v times per call, want 0 (it is on every request)", n)
 	}
 }
+
+func TestReadyFollowsTheReadinessFunction(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	ready := false
+	metrics.RegisterReady(reg, func() bool { return ready })
+	for _, want := range []float64{0, 1} {
+		ready = want == 1
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mfs) != 1 || mfs[0].GetName() != "faxgate_ready" || mfs[0].GetType().String() != "GAUGE" {
+			t.Fatalf("gathered %v, want the one gauge faxgate_ready", mfs)
+		}
+		if got := mfs[0].GetMetric()[0].GetGauge().GetValue(); got != want {
+			t.Errorf("ready=%v: faxgate_ready = %v, want %v", ready, got, want)
+		}
+	}
+}

@@ -214,6 +214,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		AuditLogger:     logs.Audit.Named("audit"),
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready)
+	metrics.RegisterReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
 	return g, nil
 }
 

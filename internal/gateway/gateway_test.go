@@ -215,6 +215,9 @@ func TestRunServesAndDrains(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if got := readyGauge(t, g); got != 1 {
+		t.Errorf("faxgate_ready = %v while /readyz is 200, want 1", got)
+	}
 	resp, err := http.Post("http://"+a[0]+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -227,9 +230,28 @@ func TestRunServesAndDrains(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v after a clean drain", err)
 	}
+	if got := readyGauge(t, g); got != 0 {
+		t.Errorf("faxgate_ready = %v after the drain, want 0", got)
+	}
 	if len(logs.Lines("stopped")) != 1 {
 		t.Errorf("no stopped line:\n%s", logs.String())
 	}
+}
+
+// readyGauge is faxgate_ready as a scrape of g's registry reads it.
+func readyGauge(t *testing.T, g *Gateway) float64 {
+	t.Helper()
+	mfs, err := g.deps.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "faxgate_ready" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("faxgate_ready is not registered")
+	return 0
 }
 
 // panickyClock is a fake clock whose first NewTimer call panics.
