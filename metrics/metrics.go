@@ -36,6 +36,7 @@ type Metrics struct {
 	// Configuration reloads.
 	ConfigReload          *prometheus.CounterVec // result: ok, error
 	ConfigLastReload      prometheus.Gauge
+	ConfigLastReloadOK    prometheus.Gauge // 1 after a successful load, 0 after a failed reload
 	ConfigRestartRequired prometheus.Gauge
 
 	// Shared rate limits (rate_limit.backend: redis).
@@ -127,6 +128,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "faxgate_config_last_reload_success_timestamp_seconds",
 			Help: "Unix time of the last successful configuration load (start-up or reload).",
 		}),
+		ConfigLastReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_last_reload_successful",
+			Help: "1 when the last configuration load (start-up or reload) succeeded, 0 while the file on disk has failed to load since.",
+		}),
 		ConfigRestartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faxgate_config_restart_required",
 			Help: "1 when the file on disk changes settings that only a restart applies (listen addresses, upstream, token store ...).",
@@ -154,7 +159,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}
 	reg.MustRegister(m.TLSCertExpiry, m.TLSHandshakeErrors, m.TLSACMEFailures)
 	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
-		m.ConfigReload, m.ConfigLastReload, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
+		m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,
 		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Inflight, m.BuildInfo)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)

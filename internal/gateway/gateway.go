@@ -201,6 +201,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("server.tls.mode: %q is not supported", cfg.Server.TLS.Mode)
 	}
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
+	g.Metrics.ConfigLastReloadOK.Set(1)
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:        base,
 		Transport:       g.transport,

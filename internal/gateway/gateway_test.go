@@ -171,6 +171,9 @@ func TestReloadSurvivesACompilePanic(t *testing.T) {
 	if got := testutil.ToFloat64(g.Metrics.ConfigReload.WithLabelValues("error")); got != 1 {
 		t.Errorf("reload errors = %v, want 1", got)
 	}
+	if got := testutil.ToFloat64(g.Metrics.ConfigLastReloadOK); got != 0 {
+		t.Errorf("faxgate_config_last_reload_successful = %v after a failed reload, want 0", got)
+	}
 	ls := logs.Lines(background.Msg)
 	if len(ls) != 1 || ls[0]["loop"] != "config_reload" || !strings.Contains(ls[0]["panic"].(string), "nil pointer") ||
 		!strings.Contains(ls[0]["stack"].(string), "TestReloadSurvivesACompilePanic") {
@@ -186,6 +189,9 @@ func TestReloadSurvivesACompilePanic(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(g.Metrics.ConfigReload.WithLabelValues("ok")); got != 1 {
 		t.Errorf("reloads ok = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(g.Metrics.ConfigLastReloadOK); got != 1 {
+		t.Errorf("faxgate_config_last_reload_successful = %v after a good reload, want 1", got)
 	}
 }
 

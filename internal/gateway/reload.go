@@ -96,6 +96,7 @@ func (rl *reloader) reload(trigger string) {
 	}()
 	if panicked {
 		rl.met.ConfigReload.WithLabelValues("error").Inc()
+		rl.met.ConfigLastReloadOK.Set(0)
 	}
 }
 
@@ -110,6 +111,7 @@ func (rl *reloader) tryReload(trigger string) {
 		}
 	}
 	rl.met.ConfigReload.WithLabelValues("error").Inc()
+	rl.met.ConfigLastReloadOK.Set(0)
 	var ps config.Problems
 	problems := []string{err.Error()}
 	if errors.As(err, &ps) {
@@ -134,6 +136,7 @@ func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger strin
 	rl.running = &next
 	rl.met.ConfigReload.WithLabelValues("ok").Inc()
 	rl.met.ConfigLastReload.SetToCurrentTime()
+	rl.met.ConfigLastReloadOK.Set(1)
 	if len(restart) > 0 {
 		rl.met.ConfigRestartRequired.Set(1)
 		rl.log.Warn("config reloaded; these changed settings need a restart and are not applied",
