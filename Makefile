@@ -5,7 +5,13 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 FUZZTIME ?= 30s
 
-.PHONY: all build test vet lint bench fuzz tidy-check check-example clean
+# Modules of their own: deploy/test holds the tests of deploy/ (they need the
+# Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
+# go.mod); internal/tools/promtool pins promtool for .ci/install-tools.
+DEPLOY_TEST := deploy/test
+TOOL_MODULES := internal/tools/promtool
+
+.PHONY: all build test vet lint bench fuzz tidy-check check-example clean tools sync-deploy dashboard
 
 all: test build
 
@@ -14,12 +20,31 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/faxgate ./cmd/faxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/faxsim ./cmd/faxsim
 
-## test: vet, then every test with the race detector
+## test: vet, then every test with the race detector, then the tests of
+## deploy/ (helm and promtool from `make tools`; without them those tests skip
+## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
+	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
 vet:
 	$(GO) vet ./...
+	cd $(DEPLOY_TEST) && $(GO) vet ./...
+
+## tools: build the pinned helm and promtool into ~/.cache/faxgate-tools/bin
+tools:
+	.ci/install-tools
+
+## sync-deploy: copy the rules and the dashboard into the chart (Helm reads
+## only files inside it); a test fails while the copies differ
+sync-deploy:
+	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
+	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
+
+## dashboard: regenerate deploy/grafana/faxgate.json from deploy/tools/dashboard.py
+dashboard:
+	python3 deploy/tools/dashboard.py
+	$(MAKE) sync-deploy
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
@@ -31,6 +56,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
@@ -49,10 +75,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGatewayRoute$$' -fuzztime $(FUZZTIME) ./proxy/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./tokencache/
 
-## tidy-check: go mod tidy leaves no diff
+## tidy-check: go mod tidy leaves no diff, in every module
 tidy-check:
 	$(GO) mod tidy
-	git diff --exit-code go.mod go.sum
+	for m in $(DEPLOY_TEST) $(TOOL_MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done
+	git diff --exit-code -- go.mod go.sum $(foreach m,$(DEPLOY_TEST) $(TOOL_MODULES),$(m)/go.mod $(m)/go.sum)
 
 ## check-example: the shipped example configuration is valid
 check-example:

@@ -1,0 +1,142 @@
+{{/* Chart name, truncated to the 63 characters a label value may hold. */}}
+{{- define "faxgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full object name: release-chart, or the release name when it already holds the chart name. */}}
+{{- define "faxgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "faxgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "faxgate.labels" -}}
+helm.sh/chart: {{ include "faxgate.chart" . }}
+{{ include "faxgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ include "faxgate.version" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels that select the gateway's pods; never change them in an upgrade. */}}
+{{- define "faxgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "faxgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "faxgate.version" -}}
+{{- .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "faxgate.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "faxgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "faxgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Where the chart mounts what it owns inside the container. */}}
+{{- define "faxgate.configDir" -}}/etc/faxgate/config{{- end }}
+{{- define "faxgate.apiKeyDir" -}}/etc/faxgate/api-key{{- end }}
+{{- define "faxgate.tlsDir" -}}/etc/faxgate/tls{{- end }}
+{{- define "faxgate.clientCADir" -}}/etc/faxgate/client-ca{{- end }}
+
+{{/*
+faxgate.yaml: .Values.config with the keys the chart owns set from the
+chart's values (the container ports, the mounted API key, the Redis password's
+environment variable, the TLS files).
+*/}}
+{{- define "faxgate.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- $server := get $cfg "server" | default dict }}
+{{- $_ := set $server "listen" ":8080" }}
+{{- if .Values.tls.existingSecret }}
+{{- $tls := get $server "tls" | default dict }}
+{{- $_ := set $tls "mode" "files" }}
+{{- $_ := set $tls "cert_file" (printf "%s/tls.crt" (include "faxgate.tlsDir" .)) }}
+{{- $_ := set $tls "key_file" (printf "%s/tls.key" (include "faxgate.tlsDir" .)) }}
+{{- if .Values.tls.clientCASecret }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/%s" (include "faxgate.clientCADir" .) .Values.tls.clientCAKey) }}
+{{- end }}
+{{- $_ := set $server "tls" $tls }}
+{{- end }}
+{{- $_ := set $cfg "server" $server }}
+{{- $admin := get $cfg "admin" | default dict }}
+{{- $_ := set $admin "listen" ":9090" }}
+{{- $_ := set $cfg "admin" $admin }}
+{{- $upstream := get $cfg "upstream" | default dict }}
+{{- $_ := set $upstream "api_key_file" (printf "%s/%s" (include "faxgate.apiKeyDir" .) .Values.apiKey.key) }}
+{{- $_ := set $cfg "upstream" $upstream }}
+{{- if .Values.redisPassword.existingSecret }}
+{{- $redis := get $cfg "redis" | default dict }}
+{{- $_ := set $redis "password_env" "FAXGATE_REDIS_PASSWORD" }}
+{{- $_ := set $cfg "redis" $redis }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* Seconds in a Go duration made of whole hours, minutes and seconds ("1m30s"). */}}
+{{- define "faxgate.seconds" -}}
+{{- $d := . | toString }}
+{{- $total := 0 }}
+{{- range $part := regexFindAll "[0-9]+[hms]" $d -1 }}
+{{- $n := trimSuffix "h" (trimSuffix "m" (trimSuffix "s" $part)) | atoi }}
+{{- if hasSuffix "h" $part }}{{ $total = add $total (mul $n 3600) }}
+{{- else if hasSuffix "m" $part }}{{ $total = add $total (mul $n 60) }}
+{{- else }}{{ $total = add $total $n }}{{ end }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/* The termination grace period: the drain budget plus the preStop delay, with 5 s to spare. */}}
+{{- define "faxgate.terminationGracePeriod" -}}
+{{- $shutdown := 30 }}
+{{- with .Values.config.server }}{{ with .shutdown_timeout }}{{ $shutdown = include "faxgate.seconds" . | atoi }}{{ end }}{{ end }}
+{{- $floor := add $shutdown .Values.preStopDelaySeconds }}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add $floor 5 }}
+{{- else if le (int .Values.terminationGracePeriodSeconds) (int $floor) }}
+{{- fail (printf "terminationGracePeriodSeconds %v must exceed config.server.shutdown_timeout (%ds) plus preStopDelaySeconds (%d): otherwise the kubelet kills faxgate before it has drained" .Values.terminationGracePeriodSeconds $shutdown (int .Values.preStopDelaySeconds)) }}
+{{- else }}
+{{- .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* True when more than one pod can run at once. */}}
+{{- define "faxgate.multiPod" -}}
+{{- if .Values.autoscaling.enabled }}{{ if gt (int .Values.autoscaling.maxReplicas) 1 }}true{{ end }}
+{{- else if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{- define "faxgate.tokenStore" -}}
+{{- $store := "memory" }}
+{{- with .Values.config.token }}{{ with .store }}{{ $store = . }}{{ end }}{{ end }}
+{{- $store }}
+{{- end }}
+
+{{/* True when the PDB can do good: at least two pods at all times. */}}
+{{- define "faxgate.pdbAllowed" -}}
+{{- if .Values.autoscaling.enabled }}{{ if gt (int .Values.autoscaling.minReplicas) 1 }}true{{ end }}
+{{- else if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}

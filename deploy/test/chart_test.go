@@ -1,0 +1,685 @@
+package deploytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"sigs.k8s.io/yaml"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/tlstest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from the chart (review the diff)")
+
+const (
+	chartDir = repoRoot + "/deploy/helm/faxgate"
+	// kubeVersion is the cluster version renders assume. A helm built from
+	// source defaults to v1.20, below the chart's kubeVersion (the preStop
+	// sleep action needs 1.30).
+	kubeVersion = "1.34.0"
+)
+
+// valueSets are testdata/values/*.yaml by name: each is linted, rendered
+// against its golden file, decoded strictly and its config checked.
+func valueSets(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/values/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("value sets: %v %v", files, err)
+	}
+	sets := map[string]string{}
+	for _, f := range files {
+		sets[strings.TrimSuffix(filepath.Base(f), ".yaml")] = f
+	}
+	return sets
+}
+
+// render is helm template of the chart with a values file and --set pairs.
+func render(t *testing.T, valuesFile string, set ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", "faxgate", chartDir, "--namespace", "gateways", "--kube-version", kubeVersion}
+	if valuesFile != "" {
+		args = append(args, "-f", valuesFile)
+	}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return run(t, ".", tool(t, "helm"), args...)
+}
+
+func mustRender(t *testing.T, valuesFile string, set ...string) string {
+	t.Helper()
+	out, err := render(t, valuesFile, set...)
+	if err != nil {
+		t.Fatalf("helm template %s %v: %v\n%s", valuesFile, set, err, out)
+	}
+	return out
+}
+
+// object is one rendered document, decoded loosely to find its kind.
+type object struct {
+	Kind     string            `json:"kind"`
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	raw      []byte            // the document as JSON
+}
+
+func objects(t *testing.T, rendered string) []object {
+	t.Helper()
+	var objs []object
+	for _, doc := range regexp.MustCompile(`(?m)^---$`).Split(rendered, -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(doc, "")) == "" {
+			continue
+		}
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		var o object
+		if err := json.Unmarshal(js, &o); err != nil {
+			t.Fatal(err)
+		}
+		o.raw = js
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+func find(objs []object, kind string) *object {
+	for i := range objs {
+		if objs[i].Kind == kind {
+			return &objs[i]
+		}
+	}
+	return nil
+}
+
+// strict decodes o into out, refusing any field the type does not have.
+func (o *object) strict(out any) error {
+	d := json.NewDecoder(bytes.NewReader(o.raw))
+	d.DisallowUnknownFields()
+	return d.Decode(out)
+}
+
+// The prometheus-operator kinds, as far as the chart renders them.
+type serviceMonitor struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            struct {
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type prometheusRule struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        metav1.ObjectMeta `json:"metadata"`
+	Spec            ruleFile          `json:"spec"`
+}
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert,omitempty"`
+			Record      string            `json:"record,omitempty"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for,omitempty"`
+			Labels      map[string]string `json:"labels,omitempty"`
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// typed is the Kubernetes API type of each kind the chart may render.
+func typed(kind string) any {
+	switch kind {
+	case "ServiceAccount":
+		return &corev1.ServiceAccount{}
+	case "ConfigMap":
+		return &corev1.ConfigMap{}
+	case "Service":
+		return &corev1.Service{}
+	case "Pod":
+		return &corev1.Pod{}
+	case "Deployment":
+		return &appsv1.Deployment{}
+	case "PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}
+	case "HorizontalPodAutoscaler":
+		return &autoscalingv2.HorizontalPodAutoscaler{}
+	case "NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}
+	case "ServiceMonitor":
+		return &serviceMonitor{}
+	case "PrometheusRule":
+		return &prometheusRule{}
+	}
+	return nil
+}
+
+func TestChartLintsStrictly(t *testing.T) {
+	helm := tool(t, "helm")
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			out, err := run(t, ".", helm, "lint", "--strict", "--kube-version", kubeVersion, "-f", file, chartDir)
+			if err != nil || !strings.Contains(out, "0 chart(s) failed") {
+				t.Fatalf("helm lint --strict: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestChartGolden renders every value set and compares it with
+// testdata/golden: a chart change shows up as a diff to review. Run with
+// -update to accept it.
+func TestChartGolden(t *testing.T) {
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			got := mustRender(t, file)
+			golden := filepath.Join("testdata", "golden", name+".yaml")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestChartGolden -update and review the new file)", err)
+			}
+			if got != string(want) {
+				t.Errorf("render differs from %s (go test -run TestChartGolden -update, then review git diff):\n%s",
+					golden, firstDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// firstDiff shows the first differing line with a little context.
+func firstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\n  golden: %q\n  render: %q", i+1, wl, gl)
+		}
+	}
+	return ""
+}
+
+// TestChartObjectsDecodeStrictly decodes every rendered object into its
+// Kubernetes API type with unknown fields refused: a misspelt or misplaced
+// field fails here rather than being dropped by the API server.
+func TestChartObjectsDecodeStrictly(t *testing.T) {
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, o := range objects(t, mustRender(t, file)) {
+				out := typed(o.Kind)
+				if out == nil {
+					t.Errorf("%s %s: a kind this test does not know; add its type", o.Kind, o.Metadata.Name)
+					continue
+				}
+				if err := o.strict(out); err != nil {
+					t.Errorf("%s %s: %v", o.Kind, o.Metadata.Name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestChartConfigPassesCheck runs the config each value set renders through
+// the validation faxgate check and faxgate serve use, with the files the
+// pod would have mounted (API key, certificates) put in place.
+func TestChartConfigPassesCheck(t *testing.T) {
+	ca := tlstest.NewCA(t, "chart test CA")
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			cm := find(objects(t, mustRender(t, file)), "ConfigMap")
+			var m corev1.ConfigMap
+			if err := cm.strict(&m); err != nil {
+				t.Fatal(err)
+			}
+			root := t.TempDir()
+			text := strings.ReplaceAll(m.Data["faxgate.yaml"], "/etc/faxgate/", root+"/")
+			c, err := config.Parse([]byte(text), nil)
+			if err != nil {
+				t.Fatalf("the rendered config does not parse: %v\n%s", err, text)
+			}
+			// What the Secrets would mount.
+			put(t, c.Upstream.APIKeyFile, []byte("sk_chart_test"))
+			if tc := c.Server.TLS; tc.CertFile != "" {
+				pair := ca.Server(t, "faxgate.gateways.svc")
+				put(t, tc.CertFile, pair.CertPEM)
+				put(t, tc.KeyFile, pair.KeyPEM)
+				if tc.ClientCAFile != "" {
+					put(t, tc.ClientCAFile, ca.CertPEM)
+				}
+			}
+			path := filepath.Join(root, "faxgate.yaml")
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			getenv := func(k string) (string, bool) {
+				if k == "FAXGATE_REDIS_PASSWORD" && c.Redis.PasswordEnv == k {
+					return "redis-password", true
+				}
+				return "", false
+			}
+			if _, err := config.LoadAndCheck(path, getenv); err != nil {
+				t.Fatalf("faxgate check refuses the rendered config: %v\n%s", err, text)
+			}
+		})
+	}
+}
+
+// put writes a file the way a mounted Secret would hold it.
+func put(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deployment(t *testing.T, rendered string) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := find(objects(t, rendered), "Deployment").strict(&d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// TestChartPodIsHardened: non-root, read-only root, no escalation, no
+// capabilities, RuntimeDefault seccomp, requests set, probes on the admin
+// port, and every Secret mounted as a directory (no subPath) so that
+// rotations reach the running pod.
+func TestChartPodIsHardened(t *testing.T) {
+	for name, file := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			d := deployment(t, mustRender(t, file))
+			ps := d.Spec.Template.Spec
+			if psc := ps.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
+				psc.RunAsUser == nil || *psc.RunAsUser == 0 || psc.SeccompProfile == nil ||
+				psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod security context %+v", psc)
+			}
+			if len(ps.Containers) != 1 {
+				t.Fatalf("%d containers", len(ps.Containers))
+			}
+			c := ps.Containers[0]
+			sc := c.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+				t.Errorf("container security context %+v", sc)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("resource requests %v", c.Resources.Requests)
+			}
+			for probe, p := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != probe || p.HTTPGet.Port.String() != "admin" {
+					t.Errorf("probe %s: %+v", probe, p)
+				}
+			}
+			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "admin" && p.ContainerPort == 9090 }) {
+				t.Errorf("no admin port 9090: %+v", c.Ports)
+			}
+			for _, m := range c.VolumeMounts {
+				if m.SubPath != "" || m.SubPathExpr != "" {
+					t.Errorf("volume %s is mounted with a subPath: updates would not reach the pod", m.Name)
+				}
+			}
+			if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds < 1 {
+				t.Errorf("no preStop sleep: %+v", c.Lifecycle)
+			}
+		})
+	}
+}
+
+// TestChartGracePeriodCoversTheDrain: the kubelet waits for the preStop
+// delay and faxgate's whole drain budget before it kills the pod.
+func TestChartGracePeriodCoversTheDrain(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want int64
+	}{
+		{nil, 30 + 5 + 5},
+		{[]string{"config.server.shutdown_timeout=1m30s", "preStopDelaySeconds=10"}, 90 + 10 + 5},
+		{[]string{"config.server.shutdown_timeout=2h"}, 7200 + 5 + 5},
+		{[]string{"terminationGracePeriodSeconds=120"}, 120},
+	} {
+		d := deployment(t, mustRender(t, "testdata/values/default.yaml", tc.set...))
+		if got := d.Spec.Template.Spec.TerminationGracePeriodSeconds; got == nil || *got != tc.want {
+			t.Errorf("%v: terminationGracePeriodSeconds = %v, want %d", tc.set, got, tc.want)
+		}
+	}
+	out, err := render(t, "testdata/values/default.yaml", "terminationGracePeriodSeconds=30")
+	if err == nil || !strings.Contains(out, "terminationGracePeriodSeconds 30 must exceed config.server.shutdown_timeout (30s) plus preStopDelaySeconds (5)") {
+		t.Errorf("a grace period shorter than the drain was accepted: %v\n%s", err, out)
+	}
+}
+
+// TestChartChecksumsOnlyGeneratedObjects: a config change changes the pod
+// template (and so rolls the pods); a change only to Secret names does not
+// change the checksum, since faxgate reloads mounted files itself.
+func TestChartChecksumsOnlyGeneratedObjects(t *testing.T) {
+	sum := func(set ...string) string {
+		d := deployment(t, mustRender(t, "testdata/values/default.yaml", set...))
+		s := d.Spec.Template.Annotations["checksum/config"]
+		if len(s) != 64 {
+			t.Fatalf("checksum/config = %q", s)
+		}
+		return s
+	}
+	base := sum()
+	if sum("config.log.level=debug") == base {
+		t.Error("a config change leaves the checksum: the pods would not roll")
+	}
+	if sum("apiKey.existingSecret=another-secret") != base {
+		t.Error("the checksum covers a Secret's name, not only generated objects")
+	}
+	if sum() != base {
+		t.Error("the checksum is not stable")
+	}
+	for _, ann := range []string{"checksum/secret", "checksum/tls"} {
+		if strings.Contains(mustRender(t, "testdata/values/everything.yaml"), ann) {
+			t.Errorf("%s: a Secret is checksummed", ann)
+		}
+	}
+}
+
+// TestChartReplicasPDBAndHPA: with the HPA on, the Deployment has no
+// replicas; a PDB exists only when two pods can always run.
+func TestChartReplicasPDBAndHPA(t *testing.T) {
+	for _, tc := range []struct {
+		values       string
+		replicas     int32 // 0: absent
+		pdb, hpa     bool
+		pdbMinOrMaxU string
+	}{
+		{"default", 1, false, false, ""},
+		{"replicas-redis", 3, true, false, "minAvailable=2"},
+		{"hpa-memory", 0, false, true, ""}, // minReplicas 1: a PDB could block every drain
+		{"everything", 0, true, true, "maxUnavailable=1"},
+	} {
+		t.Run(tc.values, func(t *testing.T) {
+			objs := objects(t, mustRender(t, "testdata/values/"+tc.values+".yaml"))
+			var d appsv1.Deployment
+			if err := find(objs, "Deployment").strict(&d); err != nil {
+				t.Fatal(err)
+			}
+			if tc.replicas == 0 && d.Spec.Replicas != nil {
+				t.Errorf("replicas = %d with the HPA on", *d.Spec.Replicas)
+			}
+			if tc.replicas != 0 && (d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas) {
+				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
+			}
+			if got := find(objs, "HorizontalPodAutoscaler") != nil; got != tc.hpa {
+				t.Errorf("HPA rendered = %v, want %v", got, tc.hpa)
+			}
+			p := find(objs, "PodDisruptionBudget")
+			if (p != nil) != tc.pdb {
+				t.Fatalf("PDB rendered = %v, want %v", p != nil, tc.pdb)
+			}
+			if p != nil {
+				var pdb policyv1.PodDisruptionBudget
+				if err := p.strict(&pdb); err != nil {
+					t.Fatal(err)
+				}
+				got := ""
+				if pdb.Spec.MinAvailable != nil {
+					got = "minAvailable=" + pdb.Spec.MinAvailable.String()
+				} else if pdb.Spec.MaxUnavailable != nil {
+					got = "maxUnavailable=" + pdb.Spec.MaxUnavailable.String()
+				}
+				if got != tc.pdbMinOrMaxU {
+					t.Errorf("PDB %s, want %s", got, tc.pdbMinOrMaxU)
+				}
+			}
+		})
+	}
+}
+
+// TestChartServiceAndNetworkPolicy: the admin listener has its own Service
+// port; the NetworkPolicy lets callers reach only the proxy port and
+// monitoring (and the helm test pod) only the admin port.
+func TestChartServiceAndNetworkPolicy(t *testing.T) {
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
+	var svc corev1.Service
+	if err := find(objs, "Service").strict(&svc); err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]string{}
+	for _, p := range svc.Spec.Ports {
+		ports[p.Name] = fmt.Sprint(p.Port, "->", p.TargetPort.String())
+	}
+	if ports["proxy"] != "8080->proxy" || ports["admin"] != "9090->admin" {
+		t.Errorf("service ports %v", ports)
+	}
+	var np networkingv1.NetworkPolicy
+	if err := find(objs, "NetworkPolicy").strict(&np); err != nil {
+		t.Fatal(err)
+	}
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("ingress rules %+v", np.Spec.Ingress)
+	}
+	callers, monitoring := np.Spec.Ingress[0], np.Spec.Ingress[1]
+	if len(callers.Ports) != 1 || callers.Ports[0].Port.String() != "proxy" ||
+		callers.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "intake" {
+		t.Errorf("callers rule %+v", callers)
+	}
+	if len(monitoring.Ports) != 1 || monitoring.Ports[0].Port.String() != "admin" || len(monitoring.From) != 2 ||
+		monitoring.From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "test" {
+		t.Errorf("monitoring rule %+v", monitoring)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(np.Spec.Egress) != 2 {
+		t.Errorf("egress %v %+v", np.Spec.PolicyTypes, np.Spec.Egress)
+	}
+}
+
+// TestChartOwnedConfigKeys: the chart writes the keys that must agree with
+// the pod (ports, mounted files, the password's variable); the key itself is
+// never in any rendered object.
+func TestChartOwnedConfigKeys(t *testing.T) {
+	out := mustRender(t, "testdata/values/everything.yaml")
+	var m corev1.ConfigMap
+	if err := find(objects(t, out), "ConfigMap").strict(&m); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse([]byte(m.Data["faxgate.yaml"]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{
+		{c.Server.Listen, ":8080"},
+		{c.Admin.Listen, ":9090"},
+		{c.Upstream.APIKeyFile, "/etc/faxgate/api-key/key"},
+		{c.Upstream.APIKeyEnv, ""},
+		{c.Redis.PasswordEnv, "FAXGATE_REDIS_PASSWORD"},
+		{c.Server.TLS.Mode, "files"},
+		{c.Server.TLS.CertFile, "/etc/faxgate/tls/tls.crt"},
+		{c.Server.TLS.KeyFile, "/etc/faxgate/tls/tls.key"},
+		{c.Server.TLS.ClientCAFile, "/etc/faxgate/client-ca/ca.crt"},
+		{c.Server.TLS.ClientAuth, "require"},
+	} {
+		if kv[0] != kv[1] {
+			t.Errorf("rendered %q, want %q", kv[0], kv[1])
+		}
+	}
+	d := deployment(t, out)
+	env := d.Spec.Template.Spec.Containers[0].Env
+	if len(env) < 1 || env[0].Name != "FAXGATE_REDIS_PASSWORD" || env[0].ValueFrom == nil ||
+		env[0].ValueFrom.SecretKeyRef == nil || env[0].ValueFrom.SecretKeyRef.Name != "redis-auth" {
+		t.Errorf("redis password env %+v", env)
+	}
+}
+
+// TestChartRefusesBadValues: the schema refuses mistakes with a message
+// naming the value.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		set          []string
+		want         string
+	}{
+		{"no API key secret", "", []string{"config.upstream.base_url=https://api.example.com"},
+			"at '/apiKey': missing property 'existingSecret'"},
+		{"no base_url", "", []string{"apiKey.existingSecret=k"},
+			"at '/config/upstream': missing property 'base_url'"},
+		{"several replicas on the memory store", "testdata/values/default.yaml", []string{"replicaCount=3"},
+			"at '/config/token/store': value must be 'redis'"},
+		{"a typo", "testdata/values/default.yaml", []string{"replicaCont=2"},
+			"additional properties 'replicaCont' not allowed"},
+		{"a typo in a toggle", "testdata/values/default.yaml", []string{"serviceMonitor.enable=true"},
+			"at '/serviceMonitor': additional properties 'enable' not allowed"},
+		{"a wrong type", "testdata/values/default.yaml", []string{"service.port=http"},
+			"at '/service/port': got string, want integer"},
+		{"an unknown config section", "testdata/values/default.yaml", []string{"config.ratelimit.backend=redis"},
+			"at '/config': additional properties 'ratelimit' not allowed"},
+		{"a key the chart owns", "testdata/values/default.yaml", []string{"config.upstream.api_key_env=KEY"},
+			"at '/config/upstream/api_key_env': value must be 'set by the chart from apiKey: remove upstream.api_key_env from config'"},
+		{"the listen address", "testdata/values/default.yaml", []string{"config.admin.listen=127.0.0.1:9090"},
+			"remove admin.listen from config"},
+		{"mTLS without TLS", "testdata/values/default.yaml", []string{"tls.clientCASecret=ca"},
+			"at '/tls/existingSecret': minLength: got 0, want 1"},
+		{"a fractional shutdown timeout", "testdata/values/default.yaml", []string{"config.server.shutdown_timeout=1.5m"},
+			"at '/config/server/shutdown_timeout'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := render(t, tc.values, tc.set...)
+			if err == nil {
+				t.Fatalf("rendered:\n%.400s", out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("message %q lacks %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestChartNotesWarnAboutTheMemoryStore: autoscaling with the memory store
+// is allowed but NOTES.txt says what it costs. helm template does not print
+// NOTES and helm install --dry-run wants a cluster, so this renders through
+// helm's own Go packages (the same version as the pinned CLI), client only.
+func TestChartNotesWarnAboutTheMemoryStore(t *testing.T) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := func(valuesFile string) string {
+		b, err := os.ReadFile(valuesFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals := map[string]any{}
+		if err := yaml.Unmarshal(b, &vals); err != nil {
+			t.Fatal(err)
+		}
+		install := action.NewInstall(&action.Configuration{})
+		install.ClientOnly, install.DryRun = true, true
+		install.ReleaseName, install.Namespace = "faxgate", "gateways"
+		install.KubeVersion = &chartutil.KubeVersion{Version: "v" + kubeVersion, Major: "1", Minor: strings.Split(kubeVersion, ".")[1]}
+		rel, err := install.Run(chrt, vals)
+		if err != nil {
+			t.Fatalf("%s: %v", valuesFile, err)
+		}
+		return rel.Info.Notes
+	}
+	if n := notes("testdata/values/hpa-memory.yaml"); !strings.Contains(n, "WARNING: config.token.store is memory while more than one pod can run") {
+		t.Errorf("no warning:\n%s", n)
+	}
+	for _, values := range []string{"testdata/values/replicas-redis.yaml", "testdata/values/default.yaml"} {
+		if n := notes(values); strings.Contains(n, "WARNING") || !strings.Contains(n, "helm test faxgate -n gateways") {
+			t.Errorf("%s: notes\n%s", values, n)
+		}
+	}
+}
+
+// TestChartShipsTheRulesAndDashboard: Helm reads only files inside the
+// chart, so the chart keeps copies of deploy/prometheus/faxgate-rules.yaml
+// and deploy/grafana/faxgate.json (make sync-deploy); they must not drift,
+// and the rendered objects carry them whole.
+func TestChartShipsTheRulesAndDashboard(t *testing.T) {
+	for copyPath, source := range map[string]string{
+		chartDir + "/files/faxgate-rules.yaml": repoRoot + "/deploy/prometheus/faxgate-rules.yaml",
+		chartDir + "/files/faxgate.json":       repoRoot + "/deploy/grafana/faxgate.json",
+	} {
+		a, err1 := os.ReadFile(copyPath)
+		b, err2 := os.ReadFile(source)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s: run make sync-deploy", copyPath, source)
+		}
+	}
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
+	var pr prometheusRule
+	if err := find(objs, "PrometheusRule").strict(&pr); err != nil {
+		t.Fatal(err)
+	}
+	var want ruleFile
+	src, _ := os.ReadFile(repoRoot + "/deploy/prometheus/faxgate-rules.yaml")
+	if err := yaml.UnmarshalStrict(src, &want); err != nil {
+		t.Fatal(err)
+	}
+	gotJSON, _ := json.Marshal(pr.Spec)
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(gotJSON, wantJSON) {
+		t.Error("the PrometheusRule's groups differ from deploy/prometheus/faxgate-rules.yaml")
+	}
+	var dash *corev1.ConfigMap
+	for _, o := range objs {
+		if o.Kind == "ConfigMap" && strings.HasSuffix(o.Metadata.Name, "-dashboard") {
+			dash = &corev1.ConfigMap{}
+			if err := o.strict(dash); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if dash == nil || dash.Labels["grafana_dashboard"] != "1" || dash.Namespace != "monitoring" {
+		t.Fatalf("dashboard ConfigMap %+v", dash)
+	}
+	src, _ = os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
+	if strings.TrimSpace(dash.Data["faxgate.json"]) != strings.TrimSpace(string(src)) {
+		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json")
+	}
+}

@@ -1,0 +1,291 @@
+package deploytest
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql/parser"
+	"sigs.k8s.io/yaml"
+
+	"github.com/faxgate/faxgate/internal/gatewaytest"
+)
+
+const (
+	rulesFile     = repoRoot + "/deploy/prometheus/faxgate-rules.yaml"
+	rulesTestFile = repoRoot + "/deploy/prometheus/faxgate-rules_test.yaml"
+	dashboardFile = repoRoot + "/deploy/grafana/faxgate.json"
+	readmeFile    = repoRoot + "/README.md"
+	runbookBase   = "https://github.com/faxgate/faxgate/blob/main/README.md#"
+)
+
+func TestRulesPassPromtoolCheck(t *testing.T) {
+	out, err := run(t, ".", tool(t, "promtool"), "check", "rules", rulesFile)
+	if err != nil || !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+func TestRulesPassPromtoolUnitTests(t *testing.T) {
+	out, err := run(t, repoRoot+"/deploy/prometheus", tool(t, "promtool"), "test", "rules", "faxgate-rules_test.yaml")
+	if err != nil || !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+func readRules(t *testing.T) ruleFile {
+	t.Helper()
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf ruleFile
+	if err := yaml.UnmarshalStrict(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	return rf
+}
+
+// TestEveryAlertIsDocumentedAndProven: every alert follows the mixin
+// conventions, its runbook_url points at a README heading, and the promtool
+// tests have a case where it fires and one where it stays silent.
+func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
+	var tests struct {
+		Tests []struct {
+			Name           string `json:"name"`
+			AlertRuleTests []struct {
+				Alertname string            `json:"alertname"`
+				ExpAlerts []json.RawMessage `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	b, err := os.ReadFile(rulesTestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &tests); err != nil {
+		t.Fatal(err)
+	}
+	fires, silent := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTests {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				silent[a.Alertname] = true
+			}
+		}
+	}
+	anchors := readmeAnchors(t)
+	n := 0
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if sev := r.Labels["severity"]; sev != "warning" && sev != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", r.Alert, sev)
+			}
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("%s: no %s", r.Alert, a)
+				}
+			}
+			if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !anchors[strings.ToLower(r.Alert)] {
+				t.Errorf("%s: README.md has no heading %q for its runbook_url", r.Alert, r.Alert)
+			}
+			if !fires[r.Alert] {
+				t.Errorf("%s: no promtool case where it fires", r.Alert)
+			}
+			if !silent[r.Alert] {
+				t.Errorf("%s: no promtool case where it stays silent", r.Alert)
+			}
+		}
+	}
+	if n < 15 {
+		t.Errorf("%d alerts; the rules file lost some", n)
+	}
+}
+
+// readmeAnchors are the GitHub anchors of README.md's headings.
+func readmeAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
+	for _, line := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(line, "#"); ok {
+			h = strings.TrimSpace(strings.TrimLeft(h, "#"))
+			anchors[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
+		}
+	}
+	return anchors
+}
+
+// queries are every PromQL expression deploy/ ships, by where it is, with
+// Grafana's variables replaced by values a query may hold.
+func queries(t *testing.T) map[string]string {
+	t.Helper()
+	q := map[string]string{}
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			q["rule "+r.Alert+r.Record] = r.Expr
+		}
+	}
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name, Type string
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	grafana := strings.NewReplacer("$__rate_interval", "5m", "$__range", "6h", "$__interval", "1m",
+		"$caller", "intake", "$route", "contacts.list")
+	for _, p := range dash.Panels {
+		if p.Type != "row" && len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for i, tg := range p.Targets {
+			if strings.TrimSpace(tg.Expr) == "" {
+				t.Errorf("panel %q target %d: empty expr", p.Title, i)
+			}
+			q["panel "+p.Title+" #"+string(rune('A'+i))] = grafana.Replace(tg.Expr)
+		}
+	}
+	labelValues := regexp.MustCompile(`^label_values\((\w+), *(\w+)\)$`)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Errorf("variable %s: %q is not label_values(metric, label)", v.Name, v.Definition)
+			continue
+		}
+		q["variable "+v.Name] = m[1]
+	}
+	return q
+}
+
+// TestQueriesNameOnlyFaxgateMetrics parses every query with the Prometheus
+// parser and checks each metric it names against what a running gateway
+// registers: a renamed metric fails here, not on a blank dashboard.
+func TestQueriesNameOnlyFaxgateMetrics(t *testing.T) {
+	exported := gatewayMetricNames(t)
+	p := parser.NewParser(parser.Options{})
+	for where, q := range queries(t) {
+		expr, err := p.ParseExpr(q)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", where, err, q)
+			continue
+		}
+		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+			vs, ok := n.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			name := vs.Name
+			if name == "up" {
+				return nil // the scrape's own series
+			}
+			if !exported[name] {
+				t.Errorf("%s: %s is not a metric faxgate exports", where, name)
+			}
+			return nil
+		})
+	}
+}
+
+// gatewayMetricNames are the series names a running gateway can expose:
+// every family its registry gathers, and every descriptor of its metrics
+// (a vector with no children yet gathers nothing), with a histogram's
+// _bucket, _sum and _count.
+func gatewayMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
+callers:
+  unidentified: intake
+  list:
+    - {name: intake, cidrs: ["127.0.0.0/8"], allow: ["*"]}
+`})
+	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("gateway answered %d: %s", resp.StatusCode, body)
+	}
+	names := map[string]bool{}
+	histograms := map[string]bool{}
+	mfs, err := g.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+		if mf.GetType().String() == "HISTOGRAM" {
+			histograms[mf.GetName()] = true
+		}
+	}
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	m := reflect.ValueOf(g.Metrics).Elem()
+	for i := 0; i < m.NumField(); i++ {
+		c, ok := m.Field(i).Interface().(prometheus.Collector)
+		if !ok {
+			continue
+		}
+		ch := make(chan *prometheus.Desc, 4)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			if sm := fqName.FindStringSubmatch(d.String()); sm != nil {
+				names[sm[1]] = true
+				if _, isHist := c.(*prometheus.HistogramVec); isHist {
+					histograms[sm[1]] = true
+				}
+			}
+		}
+	}
+	for h := range histograms {
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			names[h+s] = true
+		}
+	}
+	var faxgate []string
+	for n := range names {
+		if strings.HasPrefix(n, "faxgate_") {
+			faxgate = append(faxgate, n)
+		}
+	}
+	sort.Strings(faxgate)
+	for _, want := range []string{"faxgate_requests_total", "faxgate_ready", "faxgate_upstream_duration_seconds_bucket", "faxgate_denied_total"} {
+		if !slices.Contains(faxgate, want) {
+			t.Fatalf("the running gateway's names lack %s: %v", want, faxgate)
+		}
+	}
+	return names
+}
