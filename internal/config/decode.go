@@ -111,6 +111,13 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	case v.Kind() == reflect.Struct:
 		d.mapping(n, v, path)
 	case v.Kind() == reflect.Pointer:
+		if v.Type().Elem().Kind() != reflect.Struct {
+			// An optional value (such as a share's cap): set when given.
+			e := reflect.New(v.Type().Elem())
+			d.value(n, e.Elem(), path)
+			v.Set(e)
+			return
+		}
 		if n.Kind != yaml.MappingNode {
 			d.add(path, "expected a mapping, got %s", kindName(n))
 			return
@@ -121,6 +128,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		d.value(n, v.Elem(), path)
 	case v.Kind() == reflect.Slice:
 		d.sequence(n, v, path)
+	case v.Kind() == reflect.Map:
+		d.dict(n, v, path)
 	default:
 		d.scalar(n, v, path)
 	}
@@ -161,6 +170,35 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.value(val, v.Field(idx), kp)
 	}
+}
+
+// dict decodes a mapping with names of the file's choosing as keys (such as
+// upstream_budget.shares, keyed by caller name) into a map with string keys.
+func (d *decoder) dict(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.add(path, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+			d.addAt(k.Line, path, "line %d: keys must be plain names, got %s", k.Line, kindName(k))
+			continue
+		}
+		kp := joinPath(path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			d.addAt(k.Line, kp, "duplicate key (first at line %d)", line)
+			continue
+		}
+		seen[k.Value] = k.Line
+		d.lines[kp] = k.Line
+		e := reflect.New(v.Type().Elem()).Elem()
+		d.value(val, e, kp)
+		m.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), e)
+	}
+	v.Set(m)
 }
 
 func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {

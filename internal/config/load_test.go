@@ -99,6 +99,8 @@ func TestExampleConfig(t *testing.T) {
 	want.Callers.TrustedProxies = cfg.Callers.TrustedProxies
 	want.Callers.List = cfg.Callers.List
 	want.Routes.Extra = cfg.Routes.Extra
+	want.UpstreamBudget.Limits = cfg.UpstreamBudget.Limits
+	want.UpstreamBudget.Shares = cfg.UpstreamBudget.Shares
 	normalizeEmpty(reflect.ValueOf(cfg).Elem())
 	normalizeEmpty(reflect.ValueOf(&want).Elem())
 	if !reflect.DeepEqual(*cfg, want) {
@@ -106,6 +108,9 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if len(cfg.Callers.List) < 2 || len(cfg.Routes.Extra) == 0 {
 		t.Errorf("config.example.yaml should show callers and extra routes")
+	}
+	if len(cfg.UpstreamBudget.Limits) < 2 || len(cfg.UpstreamBudget.Shares) < 2 {
+		t.Errorf("config.example.yaml should show the vendor's limits and a reserve and a cap")
 	}
 
 	// Every key of the types appears in the example.

@@ -16,7 +16,9 @@ type Config struct {
 	RateLimit RateLimit `yaml:"rate_limit"`
 	Routes    Routes    `yaml:"routes"`
 	Policy    Policy    `yaml:"policy"`
-	Log       Log       `yaml:"log"`
+	// UpstreamBudget shares the vendor's request budget (contract section 13).
+	UpstreamBudget UpstreamBudget `yaml:"upstream_budget"`
+	Log            Log            `yaml:"log"`
 }
 
 // Server is the proxy listener.
@@ -220,6 +222,45 @@ type Policy struct {
 	AuthEndpoint string `yaml:"auth_endpoint"`
 }
 
+// UpstreamBudget is upstream_budget: the vendor's request budget, shared
+// fairly between callers, and the upstream's 429s honoured (contract
+// section 13).
+type UpstreamBudget struct {
+	// HonorRetryAfter holds a route after an upstream 429 until its
+	// Retry-After passes. Default true.
+	HonorRetryAfter bool `yaml:"honor_retry_after"`
+	// MaxHold caps a hold, whatever Retry-After says. Default 10m.
+	MaxHold time.Duration `yaml:"max_hold"`
+	// Limits are the vendor's limits. Default none.
+	Limits []BudgetLimit `yaml:"limits"`
+	// Shares are callers' fractions of every limit, by caller name. Default none.
+	Shares map[string]Share `yaml:"shares"`
+}
+
+// BudgetLimit is one of the vendor's limits: Requests per sliding window Per,
+// counted per route name (scope route) or over every forwarded request
+// (scope tenant).
+type BudgetLimit struct {
+	// Name labels the limit in metrics and GET /budget: [a-z0-9-]{1,63}.
+	Name string `yaml:"name"`
+	// Scope is route or tenant.
+	Scope string `yaml:"scope"`
+	// Requests is the window's size; > 0.
+	Requests int `yaml:"requests"`
+	// Per is the window's length; > 0.
+	Per time.Duration `yaml:"per"`
+}
+
+// Share is a caller's part of every limit, as fractions of its requests.
+type Share struct {
+	// Reserve, in [0, 1], is kept for the caller even while it is idle:
+	// floor(reserve x requests) of each limit. Default 0.
+	Reserve float64 `yaml:"reserve"`
+	// Cap, in (0, 1], is a ceiling: the caller never uses more than
+	// floor(cap x requests) of a limit. Default none (the whole limit).
+	Cap *float64 `yaml:"cap"`
+}
+
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default "info".
@@ -261,6 +302,7 @@ func Default() Config {
 			Confirm:      []string{"numbers.delete"},
 			AuthEndpoint: "deny",
 		},
-		Log: Log{Level: "info", Format: "json"},
+		UpstreamBudget: UpstreamBudget{HonorRetryAfter: true, MaxHold: 10 * time.Minute},
+		Log:            Log{Level: "info", Format: "json"},
 	}
 }

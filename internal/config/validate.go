@@ -98,6 +98,7 @@ func (v *validator) validate(c *Config) {
 	v.validateRateLimit(c.RateLimit)
 	v.validateRoutes(c.Routes)
 	v.validatePolicy(c.Policy, c.Routes.Extra)
+	v.validateUpstreamBudget(c.UpstreamBudget, c.Callers.List)
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "json", "console")
 }

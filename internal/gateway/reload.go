@@ -21,7 +21,8 @@ import (
 // reloadable are the sections a running gateway applies without a restart
 // (issue: callers, policy, rate_limit, routes; plus the log level). Every
 // other setting is reported as needing a restart, never half-applied.
-var reloadable = map[string]bool{"callers": true, "policy": true, "rate_limit": true, "routes": true, "log.level": true}
+var reloadable = map[string]bool{"callers": true, "policy": true, "rate_limit": true, "routes": true,
+	"upstream_budget": true, "log.level": true}
 
 // reloader re-reads the config file on SIGHUP or when its content changes,
 // and swaps the request rules atomically: each request is decided wholly by
@@ -132,6 +133,7 @@ func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger strin
 	restart := restartNeeded(rl.running, cfg)
 	next := *rl.running
 	next.Callers, next.Policy, next.RateLimit, next.Routes = cfg.Callers, cfg.Policy, cfg.RateLimit, cfg.Routes
+	next.UpstreamBudget = cfg.UpstreamBudget
 	next.Log.Level = cfg.Log.Level
 	rl.running = &next
 	rl.met.ConfigReload.WithLabelValues("ok").Inc()
