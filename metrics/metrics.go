@@ -49,6 +49,13 @@ type Metrics struct {
 	TLSCertExpiry      *prometheus.GaugeVec   // domain: the certificate's first DNS name
 	TLSHandshakeErrors *prometheus.CounterVec // reason: HandshakeReasons
 	TLSACMEFailures    *prometheus.CounterVec // domain (from config), op: obtain, renew
+
+	// The upstream budget (upstream_budget, contract section 13).
+	UpstreamThrottled          *prometheus.CounterVec // route: upstream 429s seen
+	UpstreamRateLimitRemaining *prometheus.GaugeVec   // route: the last X-RateLimit-Remaining
+	BudgetUsedRatio            *prometheus.GaugeVec   // limit, route ("" for tenant scope)
+	BudgetRefused              *prometheus.CounterVec // caller, limit
+	BudgetFallback             prometheus.Counter     // decisions made locally while Redis was unreachable
 }
 
 // HandshakeReasons are the reason label values of
@@ -157,6 +164,27 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Help: "Failed ACME attempts to obtain or renew the proxy listener's certificate, by configured domain and op (obtain, renew); certmagic retries with backoff.",
 		}, []string{"domain", "op"}),
 	}
+	m.UpstreamThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "faxgate_upstream_throttled_total",
+		Help: "Upstream 429 answers seen, by route; each one, with upstream_budget.honor_retry_after, holds the route.",
+	}, []string{"route"})
+	m.UpstreamRateLimitRemaining = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "faxgate_upstream_ratelimit_remaining",
+		Help: "The last X-RateLimit-Remaining the upstream sent on a route.",
+	}, []string{"route"})
+	m.BudgetUsedRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "faxgate_upstream_budget_used_ratio",
+		Help: "Used fraction of an upstream_budget limit's sliding window as of its last decision, by limit and route (\"\" for tenant scope).",
+	}, []string{"limit", "route"})
+	m.BudgetRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "faxgate_upstream_budget_refused_total",
+		Help: "Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.",
+	}, []string{"caller", "limit"})
+	m.BudgetFallback = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "faxgate_upstream_budget_fallback_total",
+		Help: "Upstream budget decisions made locally (requests / replicas_hint) because Redis was unreachable or slow.",
+	})
+	reg.MustRegister(m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetUsedRatio, m.BudgetRefused, m.BudgetFallback)
 	reg.MustRegister(m.TLSCertExpiry, m.TLSHandshakeErrors, m.TLSACMEFailures)
 	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
 		m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
@@ -189,6 +217,28 @@ func RegisterReady(reg prometheus.Registerer, ready func() bool) {
 		}
 		return 0
 	}))
+}
+
+// RegisterHolds exports faxgate_upstream_hold_seconds{route}: the time left
+// on each route's Retry-After hold, read at scrape time from each, which
+// calls yield for every route held at least once (0 once its hold ended).
+func RegisterHolds(reg prometheus.Registerer, each func(yield func(route string, left float64))) {
+	reg.MustRegister(&holdCollector{each: each, desc: prometheus.NewDesc("faxgate_upstream_hold_seconds",
+		"Seconds left on the Retry-After hold of a route after an upstream 429 (0 when none); present from a route's first hold on.",
+		[]string{"route"}, nil)})
+}
+
+type holdCollector struct {
+	desc *prometheus.Desc
+	each func(yield func(route string, left float64))
+}
+
+func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
+	c.each(func(route string, left float64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, left, route)
+	})
 }
 
 // Method maps an HTTP method to its label value: one of contract section 5's

@@ -14,6 +14,12 @@ type Rules struct {
 	Identifier *Identifier
 	Policy     *Policy
 	Limiter    RateLimiter
+	// Budget is upstream_budget's limits; nil when there are none.
+	Budget Budget
+	// HonorRetryAfter and MaxHold are upstream_budget's: an upstream 429
+	// holds its route for its Retry-After, at most MaxHold.
+	HonorRetryAfter bool
+	MaxHold         time.Duration
 	// IdentityHeader is callers.identity_header: never forwarded upstream.
 	IdentityHeader string
 	// AuthShim answers POST /v1/auth locally (policy.auth_endpoint: shim)
@@ -52,11 +58,19 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 	if err != nil {
 		return nil, err
 	}
+	var o compileOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return &Rules{
 		Table:      table,
 		Identifier: id,
 		Policy:     pol,
 		Limiter:    lim,
+		Budget:     newBudget(cfg, table.routeNames(), now, o),
+
+		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
+		MaxHold:         cfg.UpstreamBudget.MaxHold,
 
 		IdentityHeader: cfg.Callers.IdentityHeader,
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",

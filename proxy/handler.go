@@ -38,6 +38,9 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	Metrics         *metrics.Metrics
 	Logger          *zap.Logger
+	// Holds is the table of routes held after an upstream 429 (contract
+	// section 13); nil holds nothing.
+	Holds *policy.Holds
 	// AuditLogger writes the audit lines (contract section 9), used as is.
 	// It must be enabled at info level whatever log.level says, so that no
 	// audit line is lost to the level; nil means Logger.Named("audit"),
@@ -227,6 +230,9 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 			return ge
 		}
 	}
+	if ge := h.admitUpstream(w, r, ex); ge != nil {
+		return ge
+	}
 	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), exchangeKey{}, ex), h.opts.UpstreamTimeout)
 	defer cancel()
 	ex.deadline = ctx
@@ -366,6 +372,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	}
 	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
 	delete(res.Header, "X-Request-Id")
+	if ex := exchangeFrom(res.Request.Context()); ex != nil {
+		h.observeUpstream(ex, res)
+	}
 	return nil
 }
 

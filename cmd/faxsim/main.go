@@ -44,10 +44,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "address to listen on, e.g. 127.0.0.1:8081 (required)")
 	keyFile := fs.String("api-key-file", "", "file holding the one valid api_secret_key (required)")
 	ttl := fs.Duration("token-ttl", 24*time.Hour, "lifetime of issued access tokens")
+	endpointLimit := fs.String("endpoint-limit", "", "enforce the vendor's per-endpoint limit, REQUESTS/DURATION (the vendor's is 2500/5m); empty: report only")
+	tenantLimit := fs.String("tenant-limit", "", "enforce the vendor's tenant-wide limit, REQUESTS/DURATION (the vendor's is 100000/24h); empty: none")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: faxsim --listen ADDR --api-key-file F [--token-ttl 24h]")
+			fmt.Fprintln(stderr, "usage: faxsim --listen ADDR --api-key-file F [--token-ttl 24h] [--endpoint-limit 2500/5m] [--tenant-limit 100000/24h]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -64,6 +66,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		// expires_in is whole seconds; a shorter lifetime would read as 0.
 		return fail(stderr, fmt.Sprintf("--token-ttl must be at least 1s, got %s", *ttl))
 	}
+	var opts faxsim.Options
+	for _, l := range []struct {
+		flag string
+		val  string
+		out  *faxsim.Window
+	}{{"--endpoint-limit", *endpointLimit, &opts.EndpointLimit}, {"--tenant-limit", *tenantLimit, &opts.TenantLimit}} {
+		if l.val == "" {
+			continue
+		}
+		w, err := faxsim.ParseWindow(l.val)
+		if err != nil {
+			return fail(stderr, l.flag+" "+err.Error())
+		}
+		*l.out = w
+	}
 	raw, err := os.ReadFile(*keyFile)
 	if err != nil {
 		return fail(stderr, fmt.Sprintf("reading --api-key-file: %v", err))
@@ -78,7 +95,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return fail(stderr, err.Error())
 	}
 	srv := &http.Server{
-		Handler:           faxsim.New(faxsim.Options{APIKey: key, TokenTTL: *ttl}),
+		Handler:           faxsim.New(faxsim.Options{APIKey: key, TokenTTL: *ttl, EndpointLimit: opts.EndpointLimit, TenantLimit: opts.TenantLimit}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No ReadTimeout: multi-MB fax bodies from slow clients are normal.

@@ -124,6 +124,8 @@ func TestRunRefusesBadStarts(t *testing.T) {
 		{"key file empty", []string{"--listen", "127.0.0.1:0", "--api-key-file", empty}, "faxsim: --api-key-file " + empty + " is empty"},
 		{"bad ttl", []string{"--listen", "127.0.0.1:0", "--api-key-file", key, "--token-ttl", "soon"}, `faxsim: invalid value "soon" for flag -token-ttl: parse error`},
 		{"ttl too short", []string{"--listen", "127.0.0.1:0", "--api-key-file", key, "--token-ttl", "500ms"}, "faxsim: --token-ttl must be at least 1s, got 500ms"},
+		{"bad endpoint limit", []string{"--listen", "127.0.0.1:0", "--api-key-file", key, "--endpoint-limit", "2500"}, `faxsim: --endpoint-limit "2500": want REQUESTS/DURATION, e.g. 2500/5m`},
+		{"bad tenant limit", []string{"--listen", "127.0.0.1:0", "--api-key-file", key, "--tenant-limit", "10/0s"}, `faxsim: --tenant-limit "10/0s": the window must be a duration above 0, e.g. 10s`},
 		{"stray argument", []string{"--listen", "127.0.0.1:0", "--api-key-file", key, "serve"}, `faxsim: unexpected argument "serve"`},
 		{"bad address", []string{"--listen", "256.0.0.1:http-nope", "--api-key-file", key}, "faxsim: listen tcp: "},
 	}

@@ -24,6 +24,14 @@ func (s *Sim) RouteCounts() map[string]int {
 	return maps.Clone(s.routes)
 }
 
+// Throttled returns how many requests the vendor's limits (EndpointLimit,
+// TenantLimit) refused with 429.
+func (s *Sim) Throttled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled
+}
+
 // SetLatency delays every later non-/_sim/ response by d; a request whose
 // context ends meanwhile gets no response at all. Zero removes the delay.
 func (s *Sim) SetLatency(d time.Duration) {
@@ -55,6 +63,8 @@ func (s *Sim) Reset() {
 	clear(s.routes)
 	s.ring.reset()
 	clear(s.rate)
+	clear(s.endpointCount)
+	s.tenantCount, s.throttled = vendorCount{}, 0
 	s.latency = 0
 	s.failLeft, s.failStatus = 0, 0
 }
@@ -109,7 +119,8 @@ func (s *Sim) controlStats(w http.ResponseWriter, _ *http.Request) {
 	stats := struct {
 		AuthCalls int            `json:"auth_calls"`
 		Routes    map[string]int `json:"routes"`
-	}{s.authCalls, maps.Clone(s.routes)}
+		Throttled int            `json:"throttled"`
+	}{s.authCalls, maps.Clone(s.routes), s.throttled}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, stats)
 }

@@ -30,6 +30,13 @@ type Options struct {
 	// TokenTTL is the lifetime of issued tokens; 0 means 24h, the upstream's
 	// confirmed value. expires_in reports it in whole seconds.
 	TokenTTL time.Duration
+	// EndpointLimit and TenantLimit, when set, are enforced as the vendor
+	// does (upstream-facts.md: 2,500 per 5 minutes per endpoint, 100,000 per
+	// 24 hours per tenant): fixed windows over authenticated requests, per
+	// endpoint and for all of them, answered past the limit with 429 and
+	// Retry-After. Unset, the simulator reports 2,500 per 5 minutes per token
+	// in X-RateLimit-* and never refuses.
+	EndpointLimit, TenantLimit Window
 	// Now is the clock that token expiry, rate-limit windows and timestamps
 	// follow, so tests can advance time instead of sleeping. It is called from
 	// concurrent requests, so it must be safe for that. nil means time.Now.
@@ -59,6 +66,11 @@ type Sim struct {
 	apiKey string
 	tokens map[string]time.Time // access token -> expiry
 	rate   map[string]*rateCount
+
+	endpointLimit, tenantLimit Window
+	endpointCount              map[string]*vendorCount
+	tenantCount                vendorCount
+	throttled                  int
 
 	contacts    []*contact // creation order, which is also list order
 	contactByID map[string]*contact
@@ -94,6 +106,10 @@ func New(opts Options) *Sim {
 		apiKey: opts.APIKey,
 		tokens: make(map[string]time.Time),
 		rate:   make(map[string]*rateCount),
+
+		endpointLimit: opts.EndpointLimit,
+		tenantLimit:   opts.TenantLimit,
+		endpointCount: make(map[string]*vendorCount),
 		routes: make(map[string]int),
 	}
 	if s.now == nil {
@@ -136,11 +152,16 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.Itoa(rateLimit))
+	h.Set("X-RateLimit-Limit", strconv.Itoa(adm.limit))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(adm.remaining))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(adm.reset.Unix(), 10))
 
 	switch {
+	case adm.throttled:
+		// Whole seconds, rounded up, as the vendor sends them.
+		h.Set("Retry-After", strconv.FormatInt(int64((adm.retryAfter+time.Second-1)/time.Second), 10))
+		writeFailure(w, http.StatusTooManyRequests, "Too Many Attempts.")
+		return
 	case adm.failStatus != 0:
 		writeFailure(w, adm.failStatus, "simulated failure")
 		return
@@ -186,8 +207,11 @@ type admission struct {
 	latency    time.Duration
 	failStatus int
 	tokenOK    bool
+	limit      int
 	remaining  int
 	reset      time.Time
+	throttled  bool
+	retryAfter time.Duration
 }
 
 // admit does, in one critical section, everything that must see the request
@@ -220,6 +244,20 @@ func (s *Sim) admit(r *http.Request, path string, rt *route, body []byte, size i
 		adm.tokenOK = true
 		bucket = tok
 	}
+	if s.endpointLimit.Requests > 0 || s.tenantLimit.Requests > 0 {
+		if !adm.tokenOK || adm.failStatus != 0 {
+			adm.limit, adm.remaining, adm.reset = max(s.endpointLimit.Requests, s.tenantLimit.Requests), 0, now
+			return adm
+		}
+		t, throttled := s.throttleLocked(key, now)
+		t.latency, t.tokenOK = adm.latency, true
+		if throttled {
+			s.throttled++
+		}
+		t.throttled = throttled
+		return t
+	}
+	adm.limit = rateLimit
 	adm.remaining, adm.reset = s.takeRateLocked(bucket, now)
 	return adm
 }

@@ -1,17 +1,22 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/faxgate/faxgate/policy"
 )
 
 // adminHandler serves /metrics, /healthz, /readyz and, when enabled,
 // /debug/pprof/ (contract section 8). It is never mounted on the proxy listener.
-func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, string)) http.Handler {
+func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, string), budget func(context.Context) any) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -23,6 +28,9 @@ func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, 
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	})
+	mux.HandleFunc("GET /budget", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, budget(r.Context()))
 	})
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -39,4 +47,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// holdStatus is one standing Retry-After hold in GET /budget.
+type holdStatus struct {
+	Route             string `json:"route"`
+	RetryAfterSeconds int64  `json:"retry_after_seconds"`
+}
+
+// budgetStatus is GET /budget (contract section 8): every upstream_budget
+// limit's windows per caller (used, reserved, remaining) and the standing
+// Retry-After holds.
+func (g *Gateway) budgetStatus(ctx context.Context) any {
+	st := policy.BudgetStatus{Backend: "none", Limits: []policy.LimitStatus{}}
+	if b := g.Handler.Rules().Budget; b != nil {
+		st = b.Status(ctx)
+	}
+	holds := []holdStatus{}
+	for route, left := range g.Holds.Standing() {
+		holds = append(holds, holdStatus{route, int64((left + time.Second - 1) / time.Second)})
+	}
+	sort.Slice(holds, func(i, j int) bool { return holds[i].Route < holds[j].Route })
+	return struct {
+		policy.BudgetStatus
+		Holds []holdStatus `json:"holds"`
+	}{st, holds}
 }

@@ -71,6 +71,8 @@ type Deps struct {
 type Gateway struct {
 	// Handler is the proxy's request path; its rules are swapped by reloads.
 	Handler *proxy.Handler
+	// Holds are the routes held after an upstream 429 (contract section 13).
+	Holds *policy.Holds
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
 	// Metrics are the gateway's metrics, registered on Deps.Registry.
@@ -153,6 +155,15 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		}
 	}
 
+	// With rate_limit.backend redis, a Retry-After hold reaches the fleet.
+	var holdClient redis.UniversalClient
+	if cfg.RateLimit.Backend == "redis" && g.redis != nil {
+		holdClient = g.redis
+	}
+	g.Holds = policy.NewHolds(policy.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
+		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout})
+	metrics.RegisterHolds(d.Registry, g.Holds.Each)
+
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
 		g.keyWatch = tokencache.NewKeyWatcher(cfg.Upstream.APIKeyFile, keyWatchEvery, d.Clock, log.Named("token"))
@@ -207,6 +218,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Transport:       g.transport,
 		Tokens:          g.Tokens,
 		Rules:           rules,
+		Holds:           g.Holds,
 		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
 		ReadTimeout:     cfg.Server.ReadTimeout,
 		UpstreamTimeout: cfg.Upstream.Timeout,
@@ -214,7 +226,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Logger:          log,
 		AuditLogger:     logs.Audit.Named("audit"),
 	})
-	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready)
+	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus)
 	metrics.RegisterReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
 	return g, nil
 }

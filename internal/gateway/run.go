@@ -130,6 +130,7 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		go func() { defer loops.Done(); f(loopCtx) }()
 	}
 	goLoop(g.Tokens.Run)
+	goLoop(g.Holds.Run)
 	if g.keyWatch != nil {
 		goLoop(g.keyWatch.Run)
 	}
