@@ -110,7 +110,7 @@ func New(opts Options) *Sim {
 		endpointLimit: opts.EndpointLimit,
 		tenantLimit:   opts.TenantLimit,
 		endpointCount: make(map[string]*vendorCount),
-		routes: make(map[string]int),
+		routes:        make(map[string]int),
 	}
 	if s.now == nil {
 		s.now = time.Now
