@@ -1,0 +1,280 @@
+package policy_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
+)
+
+func budgetOf(limits []config.BudgetLimit, shares map[string]config.Share) config.UpstreamBudget {
+	return config.UpstreamBudget{HonorRetryAfter: true, MaxHold: time.Minute, Limits: limits, Shares: shares}
+}
+
+type budgetReplica struct {
+	b    *policy.RedisBudget
+	met  *metrics.Metrics
+	cmds *countingHook
+}
+
+// replicas builds n RedisBudgets over one Redis, as n gateways would.
+func replicas(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint int) []budgetReplica {
+	t.Helper()
+	var out []budgetReplica
+	for range n {
+		c := redisClient(t, addr)
+		h := &countingHook{}
+		c.AddHook(h)
+		m := metrics.New(prometheus.NewRegistry(), "test")
+		out = append(out, budgetReplica{met: m, cmds: h, b: policy.NewRedisBudget(policy.RedisBudgetOptions{
+			Client: c, KeyPrefix: "faxgate:", Budget: bud, ReplicasHint: hint, Metrics: m,
+			Timeout: 2 * time.Second, Routes: []string{"contacts.list", "faxes.send"},
+		})})
+	}
+	return out
+}
+
+// TestRedisBudgetSharesReservesAcrossReplicas: three replicas share one
+// window; the reserved caller gets its reserve, the greedy one the rest,
+// and the fleet's total is exactly the limit, one round trip per decision.
+func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
+	r := redistest.Start(t)
+	bud := budgetOf([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 20, Per: time.Minute}},
+		map[string]config.Share{"intake": {Reserve: 0.25}})
+	reps := replicas(t, r.Addr, 3, bud, 3)
+	ctx := context.Background()
+	var batch, intake atomic.Int64
+	var wg sync.WaitGroup
+	for i, rep := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if rep.b.Admit(ctx, "batch", "contacts.list").Allowed {
+					batch.Add(1)
+				}
+				if i == 0 && rep.b.Admit(ctx, "intake", "contacts.list").Allowed {
+					intake.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if batch.Load() != 15 || intake.Load() != 5 {
+		t.Errorf("batch %d (want the 15 unreserved), intake %d (want its 5)", batch.Load(), intake.Load())
+	}
+	if n, decisions := scriptRuns(t, r.Client(t)), int64(3*20+20); n != decisions {
+		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
+	}
+	d := reps[1].b.Admit(ctx, "batch", "contacts.list")
+	if d.Allowed || d.Limit != "tenant" || d.RetryAfter < 50*time.Second || d.RetryAfter > time.Minute {
+		t.Errorf("batch over its share: %+v, want refused by tenant with a Retry-After just under 1m", d)
+	}
+	st := reps[2].b.Status(ctx)
+	if st.Backend != "redis" || len(st.Limits) != 1 || len(st.Limits[0].Windows) != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	w := st.Limits[0].Windows[0]
+	if w.Used != 20 || w.Remaining != 0 || w.Callers["intake"] != (policy.CallerWindow{Used: 5, Reserved: 5}) ||
+		w.Callers["batch"].Used != 15 || w.Pool != 15 || w.PoolUsed != 15 {
+		t.Errorf("window %+v", w)
+	}
+	if got := testutil.ToFloat64(reps[0].met.BudgetUsedRatio.WithLabelValues("tenant", "")); got < 0.9 {
+		t.Errorf("used ratio %v", got)
+	}
+}
+
+// TestRedisBudgetSlidesAndCaps: on Redis's clock the window slides (the
+// first requests leave after per, not at a boundary) and a cap holds.
+func TestRedisBudgetSlidesAndCaps(t *testing.T) {
+	r := redistest.Start(t)
+	bud := budgetOf([]config.BudgetLimit{{Name: "per-route", Scope: "route", Requests: 10, Per: 2 * time.Second}},
+		map[string]config.Share{"batch": {Cap: ptr(0.5)}})
+	rep := replicas(t, r.Addr, 1, bud, 1)[0]
+	ctx := context.Background()
+	admitted := 0
+	var last policy.BudgetDecision
+	for range 8 {
+		if last = rep.b.Admit(ctx, "batch", "faxes.send"); last.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 5 || last.Allowed || last.RetryAfter > 2*time.Second || last.RetryAfter < time.Second {
+		t.Fatalf("batch capped at 5: %d admitted, last %+v", admitted, last)
+	}
+	// An unmatched path counts in no route window.
+	if !rep.b.Admit(ctx, "batch", "unmatched").Allowed {
+		t.Error("unmatched refused by a route limit")
+	}
+	time.Sleep(last.RetryAfter + 50*time.Millisecond)
+	if d := rep.b.Admit(ctx, "batch", "faxes.send"); !d.Allowed {
+		t.Errorf("refused after waiting its Retry-After: %+v", d)
+	}
+}
+
+// TestRedisBudgetFallsBackAndRecovers: with Redis down each replica decides
+// at requests / replicas_hint, counts the fallback, and no request that
+// budget admits fails; when Redis is back, decisions are shared again.
+func TestRedisBudgetFallsBackAndRecovers(t *testing.T) {
+	r := redistest.Start(t)
+	bud := budgetOf([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 30, Per: time.Minute}}, nil)
+	reps := replicas(t, r.Addr, 3, bud, 3)
+	ctx := context.Background()
+	r.Kill()
+	admitted := 0
+	for _, rep := range reps {
+		for range 15 {
+			if rep.b.Admit(ctx, "intake", "contacts.list").Allowed {
+				admitted++
+			}
+		}
+	}
+	if admitted != 30 {
+		t.Errorf("during the outage the fleet admitted %d, want 3 x 30/3", admitted)
+	}
+	var fallbacks float64
+	for _, rep := range reps {
+		fallbacks += testutil.ToFloat64(rep.met.BudgetFallback)
+	}
+	if fallbacks != 45 {
+		t.Errorf("fallbacks %v, want every one of the 45 decisions", fallbacks)
+	}
+	if st := reps[0].b.Status(ctx); st.Backend != "local" {
+		t.Errorf("status during the outage says %q", st.Backend)
+	}
+	r.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := testutil.ToFloat64(reps[0].met.BudgetFallback)
+		reps[0].b.Admit(ctx, "intake", "contacts.list")
+		if testutil.ToFloat64(reps[0].met.BudgetFallback) == before {
+			break // decided by Redis
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never returned to Redis")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := reps[0].b.Status(ctx); st.Backend != "redis" || st.Limits[0].Windows[0].Used < 1 {
+		t.Errorf("after recovery: %+v", st)
+	}
+}
+
+// TestRedisHoldsReachTheFleet: a hold set on one replica holds the others
+// within a second, through pub/sub, and a replica started later learns it
+// from the shared table; with Redis down a replica still holds on its own.
+func TestRedisHoldsReachTheFleet(t *testing.T) {
+	r := redistest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var hs []*policy.Holds
+	for range 3 {
+		h := policy.NewHolds(policy.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
+		hs = append(hs, h)
+		go h.Run(ctx)
+	}
+	time.Sleep(200 * time.Millisecond) // subscriptions in place; the poll covers a late one anyway
+	start := time.Now()
+	hs[0].Hold("contacts.list", 5*time.Second)
+	for _, h := range hs[1:] {
+		for {
+			if left, ok := h.Held("contacts.list"); ok {
+				if left > 5*time.Second || left < 3*time.Second {
+					t.Errorf("held for %v, want about 5s", left)
+				}
+				break
+			}
+			if time.Since(start) > time.Second {
+				t.Fatal("a replica was not holding within 1s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if _, ok := hs[1].Held("faxes.send"); ok {
+		t.Error("another route is held")
+	}
+	late := policy.NewHolds(policy.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
+	go late.Run(ctx)
+	waitUntil(t, 2*time.Second, "a late replica to learn the hold", func() bool { _, ok := late.Held("contacts.list"); return ok })
+	var seen []string
+	late.Each(func(route string, left float64) {
+		if left > 0 {
+			seen = append(seen, route)
+		}
+	})
+	if len(seen) != 1 || seen[0] != "contacts.list" {
+		t.Errorf("hold seconds reported for %v", seen)
+	}
+
+	r.Kill()
+	hs[2].Hold("faxes.send", 2*time.Second)
+	if _, ok := hs[2].Held("faxes.send"); !ok {
+		t.Error("with Redis down the replica that saw the 429 does not hold")
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", time.Second},
+		{"7", 7 * time.Second},
+		{" 7 ", 7 * time.Second},
+		{"0", time.Second},
+		{"-3", time.Second},
+		{"soon", time.Second},
+		{"86400", 10 * time.Minute},
+		{"99999999999999999999", time.Second}, // unreadable: overflow
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), time.Second},
+		{now.Add(time.Hour).Format(http.TimeFormat), 10 * time.Minute},
+	} {
+		if got := policy.RetryAfter(tc.header, now, 10*time.Minute); got != tc.want {
+			t.Errorf("Retry-After %q: hold %v, want %v", tc.header, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkRedisBudget is one shared decision over two limits: one round
+// trip to a local Redis. BenchmarkLocalBudget (package policy) is the
+// local one; with no limit configured, Rules.Budget is nil and a request
+// pays nothing.
+func BenchmarkRedisBudget(b *testing.B) {
+	r := redistest.Start(b)
+	bud := budgetOf([]config.BudgetLimit{
+		{Name: "per-route", Scope: "route", Requests: 1 << 30, Per: 5 * time.Minute},
+		{Name: "tenant", Scope: "tenant", Requests: 1 << 30, Per: 24 * time.Hour},
+	}, map[string]config.Share{"intake": {Reserve: 0.4}})
+	rep := replicas(b, r.Addr, 1, bud, 1)[0]
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		rep.b.Admit(ctx, "intake", "contacts.list")
+	}
+	b.ReportMetric(float64(rep.cmds.n.Load())/float64(b.N), "redis-cmds/op")
+}
