@@ -72,6 +72,11 @@ var contractMetrics = []struct {
 	{"faxgate_build_info", "GAUGE", []string{"goversion", "version"}},
 	{"faxgate_config_reload_total", "COUNTER", []string{"result"}},
 	{"faxgate_config_last_reload_success_timestamp_seconds", "GAUGE", nil},
+	{"faxgate_upstream_throttled_total", "COUNTER", []string{"route"}},
+	{"faxgate_upstream_hold_seconds", "GAUGE", []string{"route"}},
+	{"faxgate_upstream_ratelimit_remaining", "GAUGE", []string{"route"}},
+	{"faxgate_upstream_budget_used_ratio", "GAUGE", []string{"limit", "route"}},
+	{"faxgate_upstream_budget_refused_total", "COUNTER", []string{"caller", "limit"}},
 }
 
 func TestNamesTypesAndLabelsMatchTheContract(t *testing.T) {
@@ -85,6 +90,11 @@ func TestNamesTypesAndLabelsMatchTheContract(t *testing.T) {
 	m.RateLimited.WithLabelValues("intake").Inc()
 	m.Upstream401Retries.WithLabelValues("contacts.create").Inc()
 	m.TokenStoreErrors.WithLabelValues("load").Inc()
+	m.UpstreamThrottled.WithLabelValues("contacts.list").Inc()
+	metrics.RegisterHolds(reg, func(yield func(string, float64)) { yield("contacts.list", 3) })
+	m.UpstreamRateLimitRemaining.WithLabelValues("contacts.list").Set(12)
+	m.BudgetUsedRatio.WithLabelValues("tenant", "").Set(0.5)
+	m.BudgetRefused.WithLabelValues("intake", "tenant").Inc()
 
 	mfs, err := reg.Gather()
 	if err != nil {

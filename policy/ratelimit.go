@@ -54,6 +54,12 @@ func WithRedis(client redis.UniversalClient, m *metrics.Metrics, log *zap.Logger
 	return func(o *compileOptions) { o.redis, o.metrics, o.log = client, m, log }
 }
 
+// WithMetrics gives the compiled rules the metrics they report to (the
+// upstream budget's, whatever the backend).
+func WithMetrics(m *metrics.Metrics) CompileOption {
+	return func(o *compileOptions) { o.metrics = m }
+}
+
 // WithRedisTimeout bounds each shared rate-limit decision (default
 // DefaultRedisRateTimeout); after it the request is decided locally.
 func WithRedisTimeout(d time.Duration) CompileOption {

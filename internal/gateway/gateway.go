@@ -134,7 +134,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 
 	// One Redis connection serves the token store and the rate limiter.
 	var shared tokencache.Shared
-	var compileOpts []policy.CompileOption
+	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics)}
 	if cfg.UsesRedis() {
 		password, err := redisPassword(cfg.Redis, d.Getenv)
 		if err != nil {
