@@ -27,7 +27,7 @@ func budgetConfig(limits []config.BudgetLimit, shares map[string]config.Share) *
 
 type fakeNow struct{ t time.Time }
 
-func (f *fakeNow) now() time.Time           { return f.t }
+func (f *fakeNow) now() time.Time          { return f.t }
 func (f *fakeNow) advance(d time.Duration) { f.t = f.t.Add(d) }
 
 func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, *metrics.Metrics) {
