@@ -39,7 +39,9 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 	var kb [24]byte
 	_, _ = rand.Read(kb[:])
 	key := "demo_" + hex.EncodeToString(kb[:])
-	sim := faxsim.New(faxsim.Options{APIKey: key})
+	// The simulator enforces a vendor limit small enough to meet by hand, so
+	// the demo can show a Retry-After hold.
+	sim := faxsim.New(faxsim.Options{APIKey: key, EndpointLimit: demoVendorLimit})
 	sln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintf(e.stderr, "faxgate: simulator listener: %v\n", err)
@@ -100,6 +102,9 @@ func cmdDemo(ctx context.Context, args []string, e env) int {
 	return 0
 }
 
+// demoVendorLimit is the simulator's per-endpoint limit in the demo.
+var demoVendorLimit = faxsim.Window{Requests: 20, Per: 10 * time.Second}
+
 func printDemo(e env, proxyAddr, adminAddr, simAddr string, pki *demoPKI) {
 	p, a, curl := "http://"+proxyAddr, "http://"+adminAddr, "curl -s"
 	if pki != nil {
@@ -129,8 +134,16 @@ Paste any of these into another terminal (Ctrl-C here stops the demo):
 `, demoOpsSPIFFE, curl, pki.ClientCert, pki.ClientKey, p)
 	}
 	fmt.Fprintf(e.stdout, `
+# The simulator enforces a vendor limit of %d requests per %s per endpoint. In this loop the
+# 21st request gets the vendor's 429, relayed as is; from then on faxgate holds the route and
+# answers 429 upstream_throttled itself, without calling the vendor, until Retry-After passes.
+for i in $(seq 22); do %s -o /dev/null -w '%%{http_code} ' %s/v1/esign_templates; done; echo
+%s -i %s/v1/esign_templates
+# The hold, and the upstream_budget windows per caller.
+curl -s %s/budget
+
 # Readiness and metrics.
 curl -s %s/readyz
 curl -s %s/metrics | grep '^faxgate_'
-`, a, a)
+`, demoVendorLimit.Requests, demoVendorLimit.Per, curl, p, curl, p, a, a, a)
 }

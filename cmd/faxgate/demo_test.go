@@ -268,6 +268,9 @@ func TestDemo(t *testing.T) {
 		{"/v1/contacts/create", 200, 1, "", ""},
 		{"/v1/numbers/delete", 403, 0, "forbidden", ""},
 		{"/v1/numbers/delete", 200, 1, "", ""},
+		// After the printed loop (run below): held.
+		{"/v1/esign_templates", 429, 0, "upstream_throttled", ""},
+		{"/budget", 200, -1, "", `"holds":[{"route":"esign.templates.list","retry_after_seconds":`},
 		{"/readyz", 200, -1, "", `"ready":true`},
 		{"/metrics", 200, -1, "", "faxgate_requests_total{"},
 	}
@@ -280,6 +283,15 @@ func TestDemo(t *testing.T) {
 		if !strings.HasSuffix(c.url, w.path) {
 			t.Errorf("curl line %d is for %s, want %s", i+1, c.url, w.path)
 			continue
+		}
+		if w.errc == "upstream_throttled" {
+			// The demo's loop: the vendor's limit, then its 429.
+			for j := range demoVendorLimit.Requests + 1 {
+				code, out, _ := c.do(client)
+				if want := map[bool]int{true: 429, false: 200}[j == demoVendorLimit.Requests]; code != want {
+					t.Fatalf("loop request %d: %d %s, want %d", j+1, code, out, want)
+				}
+			}
 		}
 		code, out, err := c.do(client)
 		if err != nil {
@@ -397,14 +409,16 @@ func TestDemoTLS(t *testing.T) {
 			cmds = append(cmds, c)
 		}
 	}
-	wantCodes := []int{200, 200, 403, 200, 200, 200, 200}
+	// The four proxy lines, the mTLS one, the hold's (200: its loop is not
+	// run here), then /budget, /readyz and /metrics on the admin listener.
+	wantCodes := []int{200, 200, 403, 200, 200, 200, 200, 200, 200}
 	if len(cmds) != len(wantCodes) {
 		t.Fatalf("demo prints %d curl lines, want %d:\n%s", len(cmds), len(wantCodes), stdout.String())
 	}
 	var dir string
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, c := range cmds {
-		proxy := i < 5
+		proxy := i < 6
 		if proxy != strings.HasPrefix(c.url, "https://") || proxy != (c.cacert != "") {
 			t.Errorf("%s: want https with --cacert on the proxy listener only", c.line)
 		}
