@@ -67,6 +67,14 @@ panel("Token expires in", [("min(faxgate_token_expiry_timestamp_seconds) - time(
 panel("Ready replicas", [("sum(faxgate_ready)", "ready"), ("count(faxgate_ready)", "running")], "short", w=6)
 panel("Token renewals by result", [("sum by (result) (increase(faxgate_token_refresh_total[$__rate_interval]))", "{{result}}")], "short", w=6)
 panel("401 resends by route", [('sum by (route) (rate(faxgate_upstream_401_retries_total{route=~"$route"}[$__rate_interval]))', "{{route}}")], "reqps", w=6)
+row("Upstream budget")
+panel("Budget used, by limit and route", [("max by (limit, route) (faxgate_upstream_budget_used_ratio)", "{{limit}} {{route}}")], "percentunit",
+      desc="Each upstream_budget window's use as of its last decision; route is empty for tenant limits.")
+panel("Budget refusals, by caller and limit", [('sum by (caller, limit) (rate(faxgate_upstream_budget_refused_total{caller=~"$caller"}[$__rate_interval]))', "{{caller}} {{limit}}")], "reqps")
+panel("Vendor 429s and holds", [('sum by (route) (rate(faxgate_upstream_throttled_total{route=~"$route"}[$__rate_interval]))', "429s {{route}}"),
+                                 ('max by (route) (faxgate_upstream_hold_seconds{route=~"$route"})', "hold left (s) {{route}}")], "short")
+panel("Vendor X-RateLimit-Remaining", [('min by (route) (faxgate_upstream_ratelimit_remaining{route=~"$route"})', "{{route}}")], "short", w=12)
+panel("Budget decided locally (Redis unreachable)", [("sum(rate(faxgate_upstream_budget_fallback_total[$__rate_interval]))", "fallbacks")], "ops", w=12)
 row("Redis")
 panel("Token store errors by op", [("sum by (op) (rate(faxgate_token_store_errors_total[$__rate_interval]))", "{{op}}")], "ops")
 panel("Rate limit decisions made locally (fallback)", [('sum by (caller) (rate(faxgate_rate_limit_fallback_total{caller=~"$caller"}[$__rate_interval]))', "{{caller}}"),
@@ -93,7 +101,7 @@ def var(name, label):
 
 
 dash = {
-    "uid": "faxgate", "title": "faxgate", "description": "faxgate: traffic, denials, latency, token, Redis, config and TLS (README: Dashboards and alerts).",
+    "uid": "faxgate", "title": "faxgate", "description": "faxgate: traffic, denials, latency, token, upstream budget, Redis, config and TLS (README: Dashboards and alerts).",
     "tags": ["faxgate"], "timezone": "utc", "editable": True, "graphTooltip": 1,
     "schemaVersion": 39, "version": 1, "refresh": "30s",
     "time": {"from": "now-6h", "to": "now"},
