@@ -24,6 +24,9 @@ type Metrics struct {
 	TokenRefresh       *prometheus.CounterVec   // result: ok, error, invalid_key
 	TokenExpiry        prometheus.Gauge
 	Upstream401Retries *prometheus.CounterVec // route
+	// Upstream401Unretried counts 401s relayed because the body could not be
+	// resent (streamed without a copy). route
+	Upstream401Unretried *prometheus.CounterVec
 	Inflight           prometheus.Gauge
 	BuildInfo          *prometheus.GaugeVec // version, goversion
 
@@ -102,6 +105,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		Upstream401Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faxgate_upstream_401_retries_total",
 			Help: "Requests resent once with a new token after the upstream answered 401.",
+		}, []string{"route"}),
+		Upstream401Unretried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_upstream_401_unretried_total",
+			Help: "Upstream 401s relayed to the caller without a resend, because the request body streamed without a copy (over server.resend_buffer_bytes or 1 MiB), by route.",
 		}, []string{"route"}),
 		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faxgate_inflight_requests",
@@ -189,7 +196,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	reg.MustRegister(m.TokenStoreErrors, m.TokenAdopted, m.TokenLease, m.TokenUnsynced,
 		m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired, m.RateLimitFallback, m.RateLimitBackendUp)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied,
-		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Inflight, m.BuildInfo)
+		m.RateLimited, m.TokenRefresh, m.TokenExpiry, m.Upstream401Retries, m.Upstream401Unretried, m.Inflight, m.BuildInfo)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	// Present at 0 so rate() and alerts work from the start.
 	for _, r := range []string{"ok", "error", "invalid_key"} {

@@ -427,7 +427,7 @@ callers:
 	for _, withAudit := range []bool{true, false} {
 		var logs, audits gatewaytest.SyncBuffer
 		o := proxy.Options{Upstream: base, Transport: http.DefaultTransport, Tokens: fixedToken{tok}, Rules: rules,
-			MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout,
+			MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes, ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout,
 			Metrics: metrics.New(prometheus.NewRegistry(), "test"), Logger: newLogger(&logs, level)}
 		if withAudit {
 			o.AuditLogger = newLogger(&audits, zapcore.InfoLevel).Named("audit")

@@ -82,7 +82,7 @@ rate_limit:
 	tok := tokencache.NewToken(tokencache.NewSecret("benchmark-token-0123456789abcdef"), time.Now(), 24*time.Hour, false)
 	return proxy.New(proxy.Options{
 		Upstream: base, Transport: benchTransport(b), Tokens: fixedToken{tok}, Rules: rules,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes, ReadTimeout: cfg.Server.ReadTimeout,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		UpstreamTimeout: cfg.Upstream.Timeout,
 		Metrics:         metrics.New(prometheus.NewRegistry(), "bench"), Logger: log,
 	})

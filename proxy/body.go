@@ -25,6 +25,7 @@ type requestBody struct {
 	limit   int64
 	n       int64
 	err     *gatewayError // why reading stopped, if the gateway stopped it
+	eof     bool          // the whole body was read
 	cleared bool
 	// hardDeadline, when set, bounds the whole read however steadily it trickles.
 	hardDeadline time.Time
@@ -50,6 +51,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, io.EOF):
+		b.eof = true
 		b.clearDeadline()
 	default:
 		b.err = classifyBodyError(err)

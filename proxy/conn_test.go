@@ -844,7 +844,7 @@ func startGateway(t *testing.T) (addr string, sim *faxsim.Sim) {
 		t.Fatal(err)
 	}
 	base, _ := url.Parse(up.URL)
-	h := New(Options{Upstream: base, Transport: tr, Tokens: tokens, Rules: rules, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+	h := New(Options{Upstream: base, Transport: tr, Tokens: tokens, Rules: rules, MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout, Metrics: met, Logger: log})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -29,15 +29,19 @@ const maxHeaderBytes = 32 << 10
 
 // Options configures a Handler. Every dependency is injected.
 type Options struct {
-	Upstream        *url.URL          // upstream.base_url, possibly with a path prefix
-	Transport       http.RoundTripper // the tuned transport to the upstream
-	Tokens          tokencache.Source
-	Rules           *policy.Rules
-	MaxBodyBytes    int64
-	ReadTimeout     time.Duration // longest pause between two reads of a request body
-	UpstreamTimeout time.Duration
-	Metrics         *metrics.Metrics
-	Logger          *zap.Logger
+	Upstream     *url.URL          // upstream.base_url, possibly with a path prefix
+	Transport    http.RoundTripper // the tuned transport to the upstream
+	Tokens       tokencache.Source
+	Rules        *policy.Rules
+	MaxBodyBytes int64
+	// ResendBufferBytes caps the memory all requests together hold in
+	// copies of their bodies for a resend after a 401
+	// (server.resend_buffer_bytes); 0 keeps none.
+	ResendBufferBytes int64
+	ReadTimeout       time.Duration // longest pause between two reads of a request body
+	UpstreamTimeout   time.Duration
+	Metrics           *metrics.Metrics
+	Logger            *zap.Logger
 	// Holds is the table of routes held after an upstream 429 (contract
 	// section 13); nil holds nothing.
 	Holds *policy.Holds
@@ -54,6 +58,7 @@ type Handler struct {
 	rules    atomic.Pointer[policy.Rules]
 	rp       *httputil.ReverseProxy
 	ids      *idGen
+	replay   *replayPool
 	log      *zap.Logger
 	audit    *zap.Logger
 	basePath string
@@ -64,6 +69,7 @@ func New(o Options) *Handler {
 	h := &Handler{
 		opts:     o,
 		ids:      newIDGen(),
+		replay:   newReplayPool(o.ResendBufferBytes),
 		log:      o.Logger.Named("access"),
 		audit:    o.AuditLogger,
 		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
@@ -103,7 +109,8 @@ type exchange struct {
 	code           string // contract error code when the gateway answered
 	upstreamStatus int
 	body           requestBody
-	buffered       []byte            // the whole body, when small enough to resend after a 401
+	buffered       []byte            // the whole body, when a sensitive route's checks read it first
+	replay         *replayBody       // the streamed body's copy for a resend, when kept
 	fail           *gatewayError     // set by the transport or body reader
 	tok            *tokencache.Token // the token sent upstream, once the transport ran
 	deadline       context.Context
@@ -300,8 +307,11 @@ func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 	return nil
 }
 
-// prepareBody wraps the caller's body and buffers it when it is small enough
-// to resend after a 401; larger bodies stream.
+// prepareBody wraps the caller's body. A body streams upstream as it arrives,
+// with a copy kept for a resend after a 401 (replay.go) when it is at most
+// retryBufferMax and the resend memory allows. Only a route whose checks
+// read the body (policy.confirm, or the number and order IDs of the audit
+// line) has it read whole first.
 func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
@@ -310,6 +320,11 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		timeout: h.opts.ReadTimeout, limit: h.opts.MaxBodyBytes}
 	if r.ContentLength > retryBufferMax {
 		r.Body = &ex.body
+		return nil
+	}
+	if !ex.decision.Confirm && !ex.auditIDs {
+		ex.replay = newReplayBody(&ex.body, h.replay, retryBufferMax)
+		r.Body, r.GetBody = ex.replay, ex.replay.getBody
 		return nil
 	}
 	// Buffering has an overall deadline too, so a body trickled in just under
@@ -391,6 +406,12 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		ge = errUpstreamUnavailable
 	case ex.deadline != nil && ex.deadline.Err() == context.DeadlineExceeded:
 		ge = errUpstreamTimeout
+		if ex.body.rc != nil && !ex.body.eof && ex.upstreamStatus == 0 {
+			// The body was still arriving when time ran out: the upstream
+			// could not have answered it; the caller was too slow.
+			ge = errBodyTimeout
+			w.Header().Set("Connection", "close")
+		}
 	case r.Context().Err() != nil:
 		// The caller went away; nobody reads an answer. 499 is the log's word for it.
 		ex.code = "client_closed"
@@ -416,6 +437,9 @@ func (h *Handler) refuse(w *responseWriter, ex *exchange, ge *gatewayError) {
 
 // finish writes the access line, the audit line and the request metrics.
 func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
+	if ex.replay != nil {
+		ex.replay.done()
+	}
 	status := w.status
 	if status == 0 {
 		status = http.StatusOK

@@ -34,9 +34,19 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {
-		if t.tokens.Invalidate(tok) && replayable(req) {
-			if r2, tok2, ok := t.resend(req, resp, ex); ok {
-				resp, err, tok = r2.resp, r2.err, tok2
+		if t.tokens.Invalidate(tok) {
+			resent := false
+			if replayable(req) {
+				var r2 roundTripResult
+				var tok2 *tokencache.Token
+				if r2, tok2, resent = t.resend(req, resp, ex); resent {
+					resp, err, tok = r2.resp, r2.err, tok2
+				}
+			}
+			if !resent {
+				// The body streamed without a copy (over the resend
+				// memory, or too large): the 401 goes to the caller.
+				t.metrics.Upstream401Unretried.WithLabelValues(ex.route).Inc()
 			}
 		}
 	}

@@ -27,6 +27,11 @@ type Server struct {
 	Listen string `yaml:"listen"`
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 32 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ResendBufferBytes caps the memory all requests together hold in
+	// copies of their bodies (up to 1 MiB each), kept so that an upstream 401
+	// can be answered by a resend. A body beyond it streams without a copy.
+	// Default 8 MiB.
+	ResendBufferBytes int64 `yaml:"resend_buffer_bytes"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	// ReadTimeout is the longest pause allowed between two reads of a request
@@ -276,6 +281,7 @@ func Default() Config {
 		Server: Server{
 			Listen:            ":8080",
 			MaxBodyBytes:      32 << 20,
+			ResendBufferBytes: 8 << 20,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			IdleTimeout:       120 * time.Second,

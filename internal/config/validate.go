@@ -108,6 +108,9 @@ func (v *validator) validateServer(s Server) {
 	if s.MaxBodyBytes <= 0 {
 		v.add("server.max_body_bytes", "must be greater than 0, got %s", v.qint("server.max_body_bytes", s.MaxBodyBytes))
 	}
+	if s.ResendBufferBytes < 0 {
+		v.add("server.resend_buffer_bytes", "must be 0 or more, got %s", v.qint("server.resend_buffer_bytes", s.ResendBufferBytes))
+	}
 	v.positive("server.read_header_timeout", s.ReadHeaderTimeout)
 	v.positive("server.read_timeout", s.ReadTimeout)
 	v.positive("server.idle_timeout", s.IdleTimeout)

@@ -214,17 +214,18 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Metrics.ConfigLastReloadOK.Set(1)
 	g.Handler = proxy.New(proxy.Options{
-		Upstream:        base,
-		Transport:       g.transport,
-		Tokens:          g.Tokens,
-		Rules:           rules,
-		Holds:           g.Holds,
-		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
-		ReadTimeout:     cfg.Server.ReadTimeout,
-		UpstreamTimeout: cfg.Upstream.Timeout,
-		Metrics:         g.Metrics,
-		Logger:          log,
-		AuditLogger:     logs.Audit.Named("audit"),
+		Upstream:          base,
+		Transport:         g.transport,
+		Tokens:            g.Tokens,
+		Rules:             rules,
+		Holds:             g.Holds,
+		ResendBufferBytes: cfg.Server.ResendBufferBytes,
+		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		UpstreamTimeout:   cfg.Upstream.Timeout,
+		Metrics:           g.Metrics,
+		Logger:            log,
+		AuditLogger:       logs.Audit.Named("audit"),
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus)
 	metrics.RegisterReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })

@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// A request body streams upstream as it arrives, and a copy is kept in
+// pooled chunks as it passes, so that an upstream 401 can still be answered
+// by one resend with a new token (contract section 6) without buffering the
+// body up front. The copies of all requests together hold at most
+// server.resend_buffer_bytes; a body that would go over it, or over
+// retryBufferMax, streams without a copy, and a 401 on it is relayed and
+// counted (faxgate_upstream_401_unretried_total).
+//
+// RoundTrip may close a body after it returns, so the chunks go back to the
+// pool only when every reader of them is done: the first attempt's body
+// closed, the resend's body (if any) closed, and the handler finished.
+
+// replayChunk is the unit of a copy.
+const replayChunk = 32 << 10
+
+var errNotReplayable = errors.New("request body was not kept for a resend")
+
+// replayPool hands out copy chunks and holds the process-wide cap.
+type replayPool struct {
+	chunks sync.Pool
+	limit  int64
+	held   atomic.Int64
+}
+
+func newReplayPool(limit int64) *replayPool {
+	p := &replayPool{limit: limit}
+	p.chunks.New = func() any { return new([replayChunk]byte) }
+	return p
+}
+
+// get reserves one chunk under the cap; nil when the cap is reached.
+func (p *replayPool) get() *[replayChunk]byte {
+	if p.held.Add(replayChunk) > p.limit {
+		p.held.Add(-replayChunk)
+		return nil
+	}
+	return p.chunks.Get().(*[replayChunk]byte)
+}
+
+func (p *replayPool) put(c *[replayChunk]byte) {
+	p.chunks.Put(c)
+	p.held.Add(-replayChunk)
+}
+
+// replayBody is the body the upstream reads on the first attempt.
+type replayBody struct {
+	src  io.ReadCloser // the caller's body, as requestBody wraps it
+	pool *replayPool
+	max  int64 // largest copy for one request
+
+	mu     sync.Mutex
+	chunks []*[replayChunk]byte
+	n      int64 // bytes copied (while keep)
+	keep   bool  // still copying
+	eof    bool  // the whole body was read and copied
+	closed bool  // the first attempt's body is closed
+	refs   int   // readers still using the chunks: handler, first attempt, resend
+}
+
+func newReplayBody(src io.ReadCloser, pool *replayPool, max int64) *replayBody {
+	return &replayBody{src: src, pool: pool, max: max, keep: true, refs: 2}
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	n, err := b.src.Read(p)
+	b.mu.Lock()
+	if b.keep && n > 0 {
+		b.copyLocked(p[:n])
+	}
+	if err == io.EOF && b.keep {
+		b.eof = true
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+// copyLocked appends p to the copy, or gives the copy up when it would pass
+// the request's or the process's cap.
+func (b *replayBody) copyLocked(p []byte) {
+	if b.n+int64(len(p)) > b.max {
+		b.dropLocked()
+		return
+	}
+	for len(p) > 0 {
+		off := int(b.n % replayChunk)
+		if off == 0 {
+			c := b.pool.get()
+			if c == nil {
+				b.dropLocked()
+				return
+			}
+			b.chunks = append(b.chunks, c)
+		}
+		k := copy(b.chunks[len(b.chunks)-1][off:], p)
+		p = p[k:]
+		b.n += int64(k)
+	}
+}
+
+func (b *replayBody) dropLocked() {
+	b.keep = false
+	for _, c := range b.chunks {
+		b.pool.put(c)
+	}
+	b.chunks = nil
+	b.n = 0
+}
+
+// Close ends the first attempt's use of the body (idempotent: the transport
+// and the server may both close it).
+func (b *replayBody) Close() error {
+	err := b.src.Close()
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		b.unrefLocked()
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// done is the handler's release: no resend can start after it.
+func (b *replayBody) done() {
+	b.mu.Lock()
+	b.unrefLocked()
+	b.mu.Unlock()
+}
+
+func (b *replayBody) unrefLocked() {
+	if b.refs--; b.refs == 0 && b.keep {
+		b.dropLocked()
+	}
+}
+
+// getBody is the request's GetBody: a reader over the whole copy, only when
+// the first attempt read the body to its end with the copy intact.
+func (b *replayBody) getBody() (io.ReadCloser, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.eof || !b.keep || b.refs == 0 {
+		return nil, errNotReplayable
+	}
+	b.refs++
+	return &replayReader{b: b, size: b.n}, nil
+}
+
+// replayReader reads the copy for a resend.
+type replayReader struct {
+	b      *replayBody
+	off    int64
+	size   int64
+	closed bool
+}
+
+func (r *replayReader) Read(p []byte) (int, error) {
+	if r.off >= r.size {
+		return 0, io.EOF
+	}
+	// The copy is complete and immutable while this reader holds a
+	// reference: no lock is needed to read it.
+	c := r.b.chunks[r.off/replayChunk]
+	start := int(r.off % replayChunk)
+	end := replayChunk
+	if rest := r.size - (r.off - int64(start)); rest < replayChunk {
+		end = int(rest)
+	}
+	n := copy(p, c[start:end])
+	r.off += int64(n)
+	return n, nil
+}
+
+func (r *replayReader) Close() error {
+	r.b.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		r.b.unrefLocked()
+	}
+	r.b.mu.Unlock()
+	return nil
+}
