@@ -198,7 +198,8 @@ func queries(t *testing.T) map[string]string {
 
 // TestQueriesNameOnlyFaxgateMetrics parses every query with the Prometheus
 // parser and checks each metric it names against what a running gateway
-// registers: a renamed metric fails here, not on a blank dashboard.
+// registers, and each label it matches on or groups by against that metric's
+// labels: a renamed metric or label fails here, not on a blank dashboard.
 func TestQueriesNameOnlyFaxgateMetrics(t *testing.T) {
 	exported := gatewayMetricNames(t)
 	p := parser.NewParser(parser.Options{})
@@ -209,27 +210,62 @@ func TestQueriesNameOnlyFaxgateMetrics(t *testing.T) {
 			continue
 		}
 		parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-			vs, ok := n.(*parser.VectorSelector)
-			if !ok {
-				return nil
-			}
-			name := vs.Name
-			if name == "up" {
-				return nil // the scrape's own series
-			}
-			if !exported[name] {
-				t.Errorf("%s: %s is not a metric faxgate exports", where, name)
+			switch n := n.(type) {
+			case *parser.VectorSelector:
+				if n.Name == "up" {
+					return nil // the scrape's own series
+				}
+				labels, ok := exported[n.Name]
+				if !ok {
+					t.Errorf("%s: %s is not a metric faxgate exports", where, n.Name)
+					return nil
+				}
+				for _, m := range n.LabelMatchers {
+					if m.Name != "__name__" && !labels[m.Name] {
+						t.Errorf("%s: %s has no label %q (it has %v)", where, n.Name, m.Name, sortedKeys(labels))
+					}
+				}
+			case *parser.AggregateExpr:
+				// A grouping label must be one that some metric under the
+				// aggregation carries.
+				under := map[string]bool{}
+				parser.Inspect(n.Expr, func(m parser.Node, _ []parser.Node) error {
+					if vs, ok := m.(*parser.VectorSelector); ok {
+						for l := range exported[vs.Name] {
+							under[l] = true
+						}
+						if vs.Name == "up" {
+							under["job"], under["instance"] = true, true
+						}
+					}
+					return nil
+				})
+				for _, l := range n.Grouping {
+					if !under[l] {
+						t.Errorf("%s: %s by %q, a label no metric under it has (%v)", where, n.Op, l, sortedKeys(under))
+					}
+				}
 			}
 			return nil
 		})
 	}
 }
 
-// gatewayMetricNames are the series names a running gateway can expose:
-// every family its registry gathers, and every descriptor of its metrics
-// (a vector with no children yet gathers nothing), with a histogram's
-// _bucket, _sum and _count.
-func gatewayMetricNames(t *testing.T) map[string]bool {
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// gatewayMetricNames are the series names a running gateway can expose,
+// each with the label names its series carry: every family its registry
+// gathers, and every descriptor of its metrics (a vector with no children
+// yet gathers nothing), with a histogram's _bucket (plus le), _sum and
+// _count. job and instance, which the scrape adds, belong to every series.
+func gatewayMetricNames(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
 callers:
@@ -244,19 +280,32 @@ callers:
 	// A hold makes faxgate_upstream_hold_seconds, which exists from a
 	// route's first hold on, part of the scrape.
 	g.Gateway.Holds.Hold("contacts.list", time.Second)
-	names := map[string]bool{}
+	names := map[string]map[string]bool{}
+	add := func(name string, labels ...string) {
+		if names[name] == nil {
+			names[name] = map[string]bool{"job": true, "instance": true}
+		}
+		for _, l := range labels {
+			names[name][l] = true
+		}
+	}
 	histograms := map[string]bool{}
 	mfs, err := g.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		names[mf.GetName()] = true
+		add(mf.GetName())
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				add(mf.GetName(), lp.GetName())
+			}
+		}
 		if mf.GetType().String() == "HISTOGRAM" {
 			histograms[mf.GetName()] = true
 		}
 	}
-	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	desc := regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
 	m := reflect.ValueOf(g.Metrics).Elem()
 	for i := 0; i < m.NumField(); i++ {
 		c, ok := m.Field(i).Interface().(prometheus.Collector)
@@ -266,18 +315,31 @@ callers:
 		ch := make(chan *prometheus.Desc, 4)
 		go func() { c.Describe(ch); close(ch) }()
 		for d := range ch {
-			if sm := fqName.FindStringSubmatch(d.String()); sm != nil {
-				names[sm[1]] = true
-				if _, isHist := c.(*prometheus.HistogramVec); isHist {
-					histograms[sm[1]] = true
+			sm := desc.FindStringSubmatch(d.String())
+			if sm == nil {
+				t.Fatalf("cannot read descriptor %s", d)
+			}
+			add(sm[1])
+			for _, l := range strings.Split(sm[2], ",") {
+				if name, _, ok := strings.Cut(l, "="); ok {
+					add(sm[1], name)
 				}
+			}
+			for _, l := range strings.Split(sm[3], ",") {
+				if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+					add(sm[1], l)
+				}
+			}
+			if _, isHist := c.(*prometheus.HistogramVec); isHist {
+				histograms[sm[1]] = true
 			}
 		}
 	}
 	for h := range histograms {
-		for _, s := range []string{"_bucket", "_sum", "_count"} {
-			names[h+s] = true
-		}
+		labels := sortedKeys(names[h])
+		add(h+"_bucket", append(labels, "le")...)
+		add(h+"_sum", labels...)
+		add(h+"_count", labels...)
 	}
 	var faxgate []string
 	for n := range names {
@@ -289,6 +351,12 @@ callers:
 	for _, want := range []string{"faxgate_requests_total", "faxgate_ready", "faxgate_upstream_duration_seconds_bucket", "faxgate_denied_total"} {
 		if !slices.Contains(faxgate, want) {
 			t.Fatalf("the running gateway's names lack %s: %v", want, faxgate)
+		}
+	}
+	for metric, label := range map[string]string{"faxgate_requests_total": "code", "faxgate_denied_total": "reason",
+		"faxgate_upstream_duration_seconds_bucket": "le", "faxgate_token_store_errors_total": "op"} {
+		if !names[metric][label] {
+			t.Fatalf("the running gateway's %s lacks label %s: %v", metric, label, sortedKeys(names[metric]))
 		}
 	}
 	return names
