@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -29,7 +30,8 @@ func main() {
 			}
 		}
 	}()
-	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, hup: hup})
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, hup: hup,
+		logFlushEvery: time.Second})
 	stop()
 	os.Exit(code)
 }

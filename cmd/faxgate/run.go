@@ -27,6 +27,10 @@ type env struct {
 	reloadEvery time.Duration
 	// clock, when set, replaces the wall clock (tests).
 	clock tokencache.Clock
+	// logFlushEvery buffers the non-audit log lines and writes them at
+	// most this far apart (main: 1s); 0 writes each line at once (tests
+	// that read stderr as they go).
+	logFlushEvery time.Duration
 }
 
 const usage = `usage:

@@ -18,11 +18,11 @@ import (
 // registry with the process collectors, the wall clock, the environment)
 // are made here and handed to the gateway package.
 func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
-	logs, err := gw.NewLogs(cfg.Log, e.stderr)
+	logs, err := gw.NewLogs(cfg.Log, e.stderr, e.logFlushEvery)
 	if err != nil {
 		return err
 	}
-	defer logs.Sync()
+	defer logs.Close()
 	if cfg.Token.Store == "redis" || cfg.RateLimit.Backend == "redis" {
 		// go-redis logs through one process-wide logger; main owns the
 		// process, so it is installed here and nowhere else.

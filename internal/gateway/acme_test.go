@@ -48,7 +48,7 @@ func startACMEGateway(t *testing.T, upstream, listen, tlsYAML, extra string) *ac
 		t.Fatalf("environment: %v", p)
 	}
 	buf := &syncBuffer{}
-	logs, err := NewLogs(cfg.Log, buf)
+	logs, err := NewLogs(cfg.Log, buf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

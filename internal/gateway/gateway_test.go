@@ -60,7 +60,7 @@ func newTestGateway(t *testing.T, baseURL string) (*Gateway, *syncBuffer, *prome
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
-	logs, err := NewLogs(cfg.Log, buf)
+	logs, err := NewLogs(cfg.Log, buf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestNewRefusesMissingSecrets(t *testing.T) {
 // reload that changes the level does not move it.
 func TestAuditSurvivesErrorLevel(t *testing.T) {
 	var buf syncBuffer
-	logs, err := NewLogs(config.Log{Level: "error", Format: "json"}, &buf)
+	logs, err := NewLogs(config.Log{Level: "error", Format: "json"}, &buf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

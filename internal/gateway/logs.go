@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"io"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,11 +23,23 @@ type Logs struct {
 	// Level is log.level; a config reload changes it while running. Audit
 	// does not follow it.
 	Level zap.AtomicLevel
+
+	// buffered, when set, holds Logger's lines until it flushes.
+	buffered *zapcore.BufferedWriteSyncer
 }
 
+// logBufferSize is how much Logger's lines may fill before they are written
+// without waiting for the flush interval.
+const logBufferSize = 256 << 10
+
 // NewLogs builds the loggers of the log section, writing to w (stderr in
-// faxgate serve, a buffer in tests).
-func NewLogs(c config.Log, w io.Writer) (Logs, error) {
+// faxgate serve, a buffer in tests). With flushEvery > 0, Logger's lines
+// (the access log above all) are buffered and written at most flushEvery
+// apart, or when 256 KiB have gathered, or on Sync: one write(2) for many
+// lines instead of one each, and a crash loses at most flushEvery of them.
+// Audit lines are never buffered: each is written before the request's
+// answer is complete.
+func NewLogs(c config.Log, w io.Writer, flushEvery time.Duration) (Logs, error) {
 	lvl, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
 		return Logs{}, err
@@ -41,13 +54,25 @@ func NewLogs(c config.Log, w io.Writer) (Logs, error) {
 	} else {
 		enc = zapcore.NewJSONEncoder(encCfg)
 	}
-	// One locked sink for both loggers, so their lines never interleave.
+	// One locked sink for both loggers, so their lines never interleave:
+	// the buffer, too, writes whole lines through it.
 	sink := zapcore.Lock(zapcore.AddSync(w))
-	return Logs{
-		Logger: zap.New(zapcore.NewCore(enc, sink, lvl)),
-		Audit:  zap.New(zapcore.NewCore(enc.Clone(), sink, zapcore.InfoLevel)),
-		Level:  lvl,
-	}, nil
+	l := Logs{Audit: zap.New(zapcore.NewCore(enc.Clone(), sink, zapcore.InfoLevel)), Level: lvl}
+	main := zapcore.WriteSyncer(sink)
+	if flushEvery > 0 {
+		l.buffered = &zapcore.BufferedWriteSyncer{WS: sink, Size: logBufferSize, FlushInterval: flushEvery}
+		main = l.buffered
+	}
+	l.Logger = zap.New(zapcore.NewCore(enc, main, lvl))
+	return l, nil
+}
+
+// Close flushes the loggers and stops the buffer's flushing goroutine.
+func (l Logs) Close() {
+	l.Sync()
+	if l.buffered != nil {
+		_ = l.buffered.Stop()
+	}
 }
 
 // Sync flushes both loggers.

@@ -203,7 +203,7 @@ func Start(t testing.TB, o Options) *Gateway {
 			t.Logf("gateway logs:\n%s", logs.String())
 		}
 	})
-	gl, err := gateway.NewLogs(cfg.Log, logs)
+	gl, err := gateway.NewLogs(cfg.Log, logs, 0)
 	if err != nil {
 		t.Fatalf("loggers: %v", err)
 	}
