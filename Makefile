@@ -61,7 +61,7 @@ lint:
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
+	$(GO) test -run '^TestAllocsPerRequest$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
 
 ## fuzz: every native fuzz target for FUZZTIME each
 fuzz:

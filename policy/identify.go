@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,15 +32,49 @@ type Identifier struct {
 	spiffe    map[string]string // SPIFFE ID -> caller
 	headerVal map[string]string // identity header value -> caller
 	header    string            // canonical identity header name; "" = none
-	trusted   []netip.Prefix
-	cidrs     []callerPrefix // most specific first
-	fallback  string         // callers.unidentified unless "deny"
+	trusted   prefixTable       // value: "" (only membership counts)
+	cidrs     prefixTable       // value: the caller
+	fallback  string            // callers.unidentified unless "deny"
 	deny      bool
 }
 
-type callerPrefix struct {
-	prefix netip.Prefix
-	caller string
+// prefixTable finds the longest prefix containing an address in one map
+// lookup per distinct prefix length, not a scan of every prefix: 2,000
+// callers' CIDRs cost what a few do.
+type prefixTable struct {
+	lengths []int // distinct prefix lengths, longest first
+	m       map[netip.Prefix]string
+}
+
+func (t *prefixTable) add(p netip.Prefix, v string) {
+	if t.m == nil {
+		t.m = map[netip.Prefix]string{}
+	}
+	p = p.Masked()
+	if _, dup := t.m[p]; !dup && !slices.Contains(t.lengths, p.Bits()) {
+		t.lengths = append(t.lengths, p.Bits())
+		// Longest first, so the first hit is the most specific prefix: a
+		// /32 for one host inside another caller's /16 wins.
+		sort.Sort(sort.Reverse(sort.IntSlice(t.lengths)))
+	}
+	t.m[p] = v
+}
+
+// lookup returns the value of the longest prefix containing a.
+func (t *prefixTable) lookup(a netip.Addr) (string, bool) {
+	for _, b := range t.lengths {
+		if b > a.BitLen() {
+			continue
+		}
+		p, err := a.Prefix(b)
+		if err != nil {
+			continue
+		}
+		if v, ok := t.m[p]; ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // NewIdentifier compiles callers, which must have passed config.Validate:
@@ -60,7 +95,7 @@ func NewIdentifier(c config.Callers) (*Identifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("callers.trusted_proxies[%d]: invalid CIDR %q (the configuration was not validated)", i, s)
 		}
-		id.trusted = append(id.trusted, p)
+		id.trusted.add(p, "")
 	}
 	for i, cl := range c.List {
 		for _, s := range cl.SpiffeIDs {
@@ -74,14 +109,9 @@ func NewIdentifier(c config.Callers) (*Identifier, error) {
 			if err != nil {
 				return nil, fmt.Errorf("callers.list[%d].cidrs[%d]: invalid CIDR %q (the configuration was not validated)", i, j, s)
 			}
-			id.cidrs = append(id.cidrs, callerPrefix{p, cl.Name})
+			id.cidrs.add(p, cl.Name)
 		}
 	}
-	// Most specific first, so that the first containing prefix is the
-	// longest match: a /32 for one host inside another caller's /16 wins.
-	sort.SliceStable(id.cidrs, func(a, b int) bool {
-		return id.cidrs[a].prefix.Bits() > id.cidrs[b].prefix.Bits()
-	})
 	// The zero value means deny, like the default, so a Callers built in
 	// code without Unidentified never lets everyone in.
 	if u := c.Unidentified; u == "deny" || u == "" {
@@ -121,10 +151,8 @@ func (id *Identifier) Identify(r *http.Request) (name, how string, ok bool) {
 		}
 	}
 	if err == nil {
-		for _, c := range id.cidrs {
-			if c.prefix.Contains(addr) {
-				return c.caller, ByCIDR, true
-			}
+		if name, ok := id.cidrs.lookup(addr); ok {
+			return name, ByCIDR, true
 		}
 	}
 	if id.deny {
@@ -193,12 +221,8 @@ func (id *Identifier) oneCaller(uris []string) (string, bool) {
 }
 
 func (id *Identifier) isTrusted(a netip.Addr) bool {
-	for _, p := range id.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	_, ok := id.trusted.lookup(a)
+	return ok
 }
 
 // fromXFCC uses the last element only. Header lines are joined with ","

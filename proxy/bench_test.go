@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -32,7 +33,7 @@ const benchBody = `{"first_name":"Ada","last_name":"Lovelace","type":"individual
 
 // benchUpstream answers like the Customer API, without work of its own, so
 // the difference between the two proxies is what is measured.
-func benchUpstream(b *testing.B) *httptest.Server {
+func benchUpstream(b testing.TB) *httptest.Server {
 	resp := []byte(`{"status":1,"message":"Contacts fetched successfully.","data":[]}`)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -50,25 +51,35 @@ func (f fixedToken) Token(context.Context) (*tokencache.Token, error) { return f
 func (f fixedToken) Invalidate(*tokencache.Token) bool                { return false }
 func (f fixedToken) Current() *tokencache.Token                       { return f.t }
 
-func benchTransport(b *testing.B) *http.Transport {
+func benchTransport(b testing.TB) *http.Transport {
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 
-func benchGateway(b *testing.B, upstream string) http.Handler {
-	cfg, err := config.Parse([]byte(`
-upstream:
-  base_url: "`+upstream+`"
-  api_key_env: K
+func benchGateway(b testing.TB, upstream string) http.Handler {
+	return benchGatewayWith(b, upstream, "")
+}
+
+// benchGatewayWith is benchGateway with callers and routes from extra
+// (YAML) instead of the one caller.
+func benchGatewayWith(b testing.TB, upstream, extra string) http.Handler {
+	if extra == "" {
+		extra = `
 callers:
   list:
     - name: svc
       cidrs: ["127.0.0.0/8"]
       allow: ["*"]
+`
+	}
+	cfg, err := config.Parse([]byte(`
+upstream:
+  base_url: "`+upstream+`"
+  api_key_env: K
 rate_limit:
   default: { rps: 1000000000, burst: 1000000000 }
-`), func(string) (string, bool) { return "k", true })
+`+extra), func(string) (string, bool) { return "k", true })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +99,7 @@ rate_limit:
 	})
 }
 
-func bareProxy(b *testing.B, upstream string, pool httputil.BufferPool) http.Handler {
+func bareProxy(b testing.TB, upstream string, pool httputil.BufferPool) http.Handler {
 	u, _ := url.Parse(upstream)
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -151,5 +162,103 @@ func BenchmarkProxy(b *testing.B) {
 		b.Run(tc.name+"/bare", func(b *testing.B) { runBench(b, bare, tc.method, tc.target, tc.body) })
 		b.Run(tc.name+"/bare_pooled", func(b *testing.B) { runBench(b, pooled, tc.method, tc.target, tc.body) })
 		b.Run(tc.name+"/faxgate", func(b *testing.B) { runBench(b, gw, tc.method, tc.target, tc.body) })
+	}
+}
+
+// scaleConfig is a configuration with n callers, each with a CIDR, a header
+// value and a SPIFFE ID, and routes extra routes: the request under test is
+// identified by the last caller's CIDR, as a large fleet's would be.
+func scaleConfig(n, routes int) string {
+	var sb strings.Builder
+	sb.WriteString("callers:\n  trusted_proxies: [\"10.255.0.0/16\"]\n  list:\n")
+	for i := range n - 1 {
+		fmt.Fprintf(&sb, "    - {name: c%d, cidrs: [\"10.%d.%d.0/24\"], header_values: [\"h%d\"], spiffe_ids: [\"spiffe://prod/ns/n/sa/c%d\"], allow: [\"*\"]}\n",
+			i, i/256, i%256, i, i)
+	}
+	sb.WriteString("    - {name: svc, cidrs: [\"127.0.0.0/8\"], allow: [\"*\"]}\n")
+	sb.WriteString("routes:\n  extra:\n")
+	for i := range routes {
+		fmt.Fprintf(&sb, "    - {name: extra.r%d, method: POST, path: \"/v1/extra/r%d/{id}\"}\n", i, i)
+	}
+	return sb.String()
+}
+
+// BenchmarkProxyScale: a request's cost does not grow with the number of
+// callers and routes (identity by CIDR is one map lookup per prefix length,
+// routes are a table).
+func BenchmarkProxyScale(b *testing.B) {
+	up := benchUpstream(b)
+	for _, tc := range []struct {
+		name string
+		cfg  string
+	}{
+		{"1_caller", ""},
+		{"2000_callers_500_routes", scaleConfig(2000, 500)},
+	} {
+		h := benchGatewayWith(b, up.URL, tc.cfg)
+		b.Run(tc.name, func(b *testing.B) { runBench(b, h, "POST", "/v1/contacts/create", benchBody) })
+	}
+}
+
+// TestScaleConfigCompilesFast: the 2,000-caller, 500-route file loads and
+// compiles (what a reload does) in well under 100 ms.
+func TestScaleConfigCompilesFast(t *testing.T) {
+	text := []byte("upstream:\n  base_url: http://127.0.0.1:1\n  api_key_env: K\n" + scaleConfig(2000, 500))
+	getenv := func(string) (string, bool) { return "k", true }
+	best := time.Hour
+	for range 3 {
+		start := time.Now()
+		cfg, err := config.Parse(text, getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := policy.Compile(cfg, time.Now); err != nil {
+			t.Fatal(err)
+		}
+		best = min(best, time.Since(start))
+	}
+	limit := 100 * time.Millisecond
+	if raceEnabled {
+		limit *= 10 // the race detector's slowdown; make bench judges it without
+	}
+	if best > limit {
+		t.Errorf("parsing and compiling the 2,000-caller file took %v, want under %v", best, limit)
+	}
+	t.Logf("2,000 callers, 500 routes: parse + compile %v", best)
+}
+
+// allocBudget is the most allocations one proxied request may cost, the
+// in-process upstream's and the transport's included (the bare
+// ReverseProxy costs 99 and 85 on the same requests). Measured at 120 and
+// 104 when set; a change that adds allocations to the hot path fails here.
+var allocBudget = map[string]float64{"POST_contacts_create": 126, "GET_field_rule": 110}
+
+// TestAllocsPerRequest guards the hot path's allocations. make bench runs it;
+// under the race detector (make test) counts differ, so it is skipped there.
+func TestAllocsPerRequest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are judged without the race detector: make bench")
+	}
+	h := benchGateway(t, benchUpstream(t).URL)
+	w := &discardWriter{h: http.Header{}}
+	for _, tc := range []struct{ name, method, target, body string }{
+		{"POST_contacts_create", "POST", "/v1/contacts/create", benchBody},
+		{"GET_field_rule", "GET", "/v1/esign_templates/tpl_1/field_rule", ""},
+	} {
+		got := testing.AllocsPerRun(200, func() {
+			var rd io.Reader
+			if tc.body != "" {
+				rd = strings.NewReader(tc.body)
+			}
+			r := httptest.NewRequest(tc.method, tc.target, rd)
+			r.RemoteAddr = "127.0.0.1:40000"
+			r.Header.Set("Content-Type", "application/json")
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+		if got > allocBudget[tc.name] {
+			t.Errorf("%s: %.0f allocations per request, budget %.0f", tc.name, got, allocBudget[tc.name])
+		}
+		t.Logf("%s: %.0f allocations per request (budget %.0f)", tc.name, got, allocBudget[tc.name])
 	}
 }
