@@ -27,8 +27,8 @@ type Metrics struct {
 	// Upstream401Unretried counts 401s relayed because the body could not be
 	// resent (streamed without a copy). route
 	Upstream401Unretried *prometheus.CounterVec
-	Inflight           prometheus.Gauge
-	BuildInfo          *prometheus.GaugeVec // version, goversion
+	Inflight             prometheus.Gauge
+	BuildInfo            *prometheus.GaugeVec // version, goversion
 
 	// Token sharing between replicas (token.store: redis).
 	TokenStoreErrors *prometheus.CounterVec // op: load, save, delete, lease, extend, release, subscribe
