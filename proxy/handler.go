@@ -24,6 +24,10 @@ import (
 	"github.com/faxgate/faxgate/tokencache"
 )
 
+// smallBodyMax is the largest body of known length read before it is
+// forwarded (prepareBody); larger ones stream.
+const smallBodyMax = 32 << 10
+
 // maxHeaderBytes is the request head size answered with 431 (contract section 5).
 const maxHeaderBytes = 32 << 10
 
@@ -309,9 +313,10 @@ func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 
 // prepareBody wraps the caller's body. A body streams upstream as it arrives,
 // with a copy kept for a resend after a 401 (replay.go) when it is at most
-// retryBufferMax and the resend memory allows. Only a route whose checks
-// read the body (policy.confirm, or the number and order IDs of the audit
-// line) has it read whole first.
+// retryBufferMax and the resend memory allows. A body of at most
+// smallBodyMax with a known length, and the body of a route whose checks
+// read it (policy.confirm, or the number and order IDs of the audit line),
+// is read whole first.
 func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
@@ -322,7 +327,11 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		r.Body = &ex.body
 		return nil
 	}
-	if !ex.decision.Confirm && !ex.auditIDs {
+	// A small body of known length is read first, into a fresh buffer the
+	// size of the body: it costs little, and a body net/http knows to be in
+	// memory goes upstream in the same write(2) as the headers.
+	small := r.ContentLength > 0 && r.ContentLength <= smallBodyMax
+	if !ex.decision.Confirm && !ex.auditIDs && !small {
 		ex.replay = newReplayBody(&ex.body, h.replay, retryBufferMax)
 		r.Body, r.GetBody = ex.replay, ex.replay.getBody
 		return nil
