@@ -27,6 +27,7 @@ package policy
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -114,13 +115,13 @@ func compileLimits(b config.UpstreamBudget, divide int) []*budgetLimit {
 			reserve: map[string]int{}, cap: map[string]int{}}
 		total := 0
 		for caller, s := range b.Shares {
-			if r := int(s.Reserve * float64(n)); r > 0 {
+			if r := floorShare(s.Reserve, n); r > 0 {
 				bl.reserve[caller] = r
 				bl.reserved = append(bl.reserved, caller)
 				total += r
 			}
 			if s.Cap != nil {
-				bl.cap[caller] = int(*s.Cap * float64(n))
+				bl.cap[caller] = floorShare(*s.Cap, n)
 			}
 		}
 		sort.Strings(bl.reserved)
@@ -128,6 +129,12 @@ func compileLimits(b config.UpstreamBudget, divide int) []*budgetLimit {
 		out = append(out, bl)
 	}
 	return out
+}
+
+// floorShare is floor(f x n) as decimals mean it: 0.57 x 2500 is 1425,
+// although the binary product is 1424.99999...
+func floorShare(f float64, n int) int {
+	return int(math.Floor(f*float64(n) + 1e-9))
 }
 
 func (l *budgetLimit) scope() string {

@@ -16,7 +16,14 @@ type LocalBudget struct {
 	now    func() time.Time
 	limits []*budgetLimit
 	met    *metrics.Metrics
+	store  *windowStore
+}
 
+// windowStore holds the windows with the one lock that guards them. A reload
+// hands the same store to the new budget, so requests still deciding by the
+// old rules and new ones by the new rules share the lock as well as the
+// windows.
+type windowStore struct {
 	mu      sync.Mutex
 	windows map[windowKey]*window
 }
@@ -38,24 +45,26 @@ type windowEntry struct {
 }
 
 func newLocalBudget(limits []*budgetLimit, now func() time.Time, m *metrics.Metrics) *LocalBudget {
-	return &LocalBudget{now: now, limits: limits, met: m, windows: map[windowKey]*window{}}
+	return &LocalBudget{now: now, limits: limits, met: m, store: &windowStore{windows: map[windowKey]*window{}}}
 }
 
-// inherit takes over prev's windows for limits that keep their name, so a
-// reload neither forgets nor repeats what was admitted.
+// inherit takes over prev's windows (and their lock) for limits that keep
+// their name, so a reload neither forgets nor repeats what was admitted;
+// the windows of limits that are gone are dropped.
 func (b *LocalBudget) inherit(prev *LocalBudget) {
 	if prev == nil {
 		return
 	}
-	prev.mu.Lock()
-	defer prev.mu.Unlock()
 	names := map[string]bool{}
 	for _, l := range b.limits {
 		names[l.name] = true
 	}
-	for k, w := range prev.windows {
-		if names[k.limit] {
-			b.windows[k] = w
+	b.store = prev.store
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	for k := range b.store.windows {
+		if !names[k.limit] {
+			delete(b.store.windows, k)
 		}
 	}
 }
@@ -118,9 +127,11 @@ func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, r
 
 // Admit implements Budget.
 func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecision {
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	// The clock is read under the lock, so a window's entries stay in time
+	// order, which trim and Retry-After rely on.
 	now := b.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var ws [4]*window
 	apply := ws[:0]
 	var limits [4]*budgetLimit
@@ -132,10 +143,10 @@ func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecis
 			continue
 		}
 		k := windowKey{l.name, r}
-		w := b.windows[k]
+		w := b.store.windows[k]
 		if w == nil {
 			w = &window{counts: map[string]int{}}
-			b.windows[k] = w
+			b.store.windows[k] = w
 		}
 		w.trim(now, l.per)
 		if ok, retry := l.check(w, caller, now); !ok {
@@ -162,14 +173,14 @@ func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecis
 
 // Status implements Budget.
 func (b *LocalBudget) Status(context.Context) BudgetStatus {
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
 	now := b.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	st := BudgetStatus{Backend: "local"}
 	for _, l := range b.limits {
 		ls := LimitStatus{Name: l.name, Scope: l.scope(), Requests: l.requests, Effective: l.n, Per: l.per.String(),
 			Windows: []WindowStatus{}}
-		for k, w := range b.windows {
+		for k, w := range b.store.windows {
 			if k.limit != l.name {
 				continue
 			}

@@ -81,7 +81,9 @@ for w = 1, nw do
     local need = mine - cap + 1
     local cap_found, pool_found = not capped, not pooled
     local start = 0
-    while not (cap_found and pool_found) and start < total do
+    -- Bounded: a refusal must stay cheap however full the window is. Past
+    -- the bound the answer is per, the most any entry can take to leave.
+    while not (cap_found and pool_found) and start < total and start < 4096 do
       local batch = redis.call('ZRANGE', z, start, start + 255, 'WITHSCORES')
       for i = 1, #batch, 2 do
         local c = owner(batch[i])
@@ -221,9 +223,12 @@ func (b *RedisBudget) Admit(ctx context.Context, caller, route string) BudgetDec
 			b.sharedOK()
 			return d
 		}
-		if ctx.Err() == nil {
-			b.sharedFailed(now, err)
+		if ctx.Err() != nil {
+			// The caller went away: nothing will be forwarded, so
+			// nothing is counted anywhere.
+			return BudgetDecision{Limit: "none", RetryAfter: time.Second}
 		}
+		b.sharedFailed(now, err)
 	}
 	b.fallbk.Inc()
 	return b.local.Admit(ctx, caller, route)

@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,5 +236,43 @@ func BenchmarkLocalBudget(b *testing.B) {
 	for b.Loop() {
 		clk.advance(200 * time.Millisecond)
 		bud.Admit(context.Background(), "intake", "contacts.list")
+	}
+}
+
+// TestBudgetReloadSharesTheLock: requests still deciding by the rules before
+// a reload and requests deciding by the new ones use the same windows under
+// the same lock (run with -race), and together never pass the limit.
+func TestBudgetReloadSharesTheLock(t *testing.T) {
+	clk := &fakeNow{time.Unix(1_000_000, 0)}
+	cfg := budgetConfig([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 100, Per: time.Hour}}, nil)
+	old := newBudget(cfg, nil, clk.now, compileOptions{})
+	cur := newBudget(cfg, nil, clk.now, compileOptions{prev: &Rules{Budget: old}})
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for _, b := range []Budget{old, cur, old, cur} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, _ := admitN(b, "intake", "x", 50)
+			admitted.Add(int64(n))
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 100 {
+		t.Errorf("old and new rules together admitted %d, want the limit of 100", admitted.Load())
+	}
+}
+
+// TestFloorShare: floor(fraction x requests) as the decimals say, not as
+// binary floating point rounds them.
+func TestFloorShare(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		n    int
+		want int
+	}{{0.57, 2500, 1425}, {0.29, 100, 29}, {0.1, 3, 0}, {0.4, 10, 4}, {1, 7, 7}, {0.3333, 3, 0}} {
+		if got := floorShare(tc.f, tc.n); got != tc.want {
+			t.Errorf("floor(%v x %d) = %d, want %d", tc.f, tc.n, got, tc.want)
+		}
 	}
 }

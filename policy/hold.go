@@ -7,7 +7,7 @@ package policy
 // the replica that saw the 429 writes the hold into one hash
 // (P + "holds": route -> end, in Redis time) and publishes it on
 // P + "holds"; every replica applies a published hold at once and polls the
-// hash every second (TIME and HGETALL, no script), so a hold reaches the fleet within a second even across
+// hash every second (a read-only script on the hash's node), so a hold reaches the fleet within a second even across
 // a lost message or a reconnect. Holds travel as time left, never as a
 // wall-clock instant, so replicas' clocks may disagree. Without Redis (or
 // while it is down) each replica holds on its own.
@@ -46,6 +46,22 @@ end
 if last > now then redis.call('PEXPIRE', KEYS[1], last - now) end
 redis.call('PUBLISH', KEYS[2], ARGV[1] .. ' ' .. d)
 return 1
+`)
+
+// holdsScript returns {route, ms left, ...} for every standing hold, the
+// time left read on the clock of the node that holds the hash (in Redis
+// Cluster a TIME sent alone may go to another node, with another clock). It
+// only reads, so it runs as EVALSHA_RO (Redis 7).
+var holdsScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  local left = tonumber(all[i+1]) - now
+  if left > 0 then out[#out+1] = all[i]; out[#out+1] = left end
+end
+return out
 `)
 
 // HoldOptions configures Holds.
@@ -209,22 +225,19 @@ func (h *Holds) poll(ctx context.Context) {
 	defer background.Guard(h.o.Logger, "upstream_hold_poll", "the next poll tries again", nil)
 	ctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	defer cancel()
-	// TIME and HGETALL in one round trip: the holds' ends are in Redis
-	// time, so they are read against it.
-	var clock *redis.TimeCmd
-	var all *redis.MapStringStringCmd
-	_, err := h.o.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		clock, all = p.Time(ctx), p.HGetAll(ctx, h.key)
-		return nil
-	})
+	v, err := holdsScript.RunRO(ctx, h.o.Client, []string{h.key}).Slice()
+	if err != nil && strings.Contains(err.Error(), "unknown command") {
+		// Redis before 7 has no EVALSHA_RO.
+		v, err = holdsScript.Run(ctx, h.o.Client, []string{h.key}).Slice()
+	}
 	if err != nil {
 		return // Redis down: each replica holds on its own meanwhile
 	}
-	now := clock.Val().UnixMilli()
-	for route, v := range all.Val() {
-		end, err := strconv.ParseInt(v, 10, 64)
-		if err == nil && end > now && route != "" {
-			h.set(route, time.Duration(end-now)*time.Millisecond)
+	for i := 0; i+1 < len(v); i += 2 {
+		route, _ := v[i].(string)
+		left, _ := v[i+1].(int64)
+		if route != "" && left > 0 {
+			h.set(route, time.Duration(left)*time.Millisecond)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,7 @@ type requestBody struct {
 	limit   int64
 	n       int64
 	err     *gatewayError // why reading stopped, if the gateway stopped it
-	eof     bool          // the whole body was read
+	eof     atomic.Bool   // the whole body was read (read by the error handler too)
 	cleared bool
 	// hardDeadline, when set, bounds the whole read however steadily it trickles.
 	hardDeadline time.Time
@@ -51,7 +52,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, io.EOF):
-		b.eof = true
+		b.eof.Store(true)
 		b.clearDeadline()
 	default:
 		b.err = classifyBodyError(err)

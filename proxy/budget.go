@@ -30,7 +30,9 @@ func (h *Handler) admitUpstream(w *responseWriter, r *http.Request, ex *exchange
 		return nil
 	}
 	w.Header()["Retry-After"] = []string{ascii.Itoa(max(1, ceilSeconds(d.RetryAfter)))}
-	h.opts.Metrics.BudgetRefused.WithLabelValues(ex.caller, d.Limit).Inc()
+	if r.Context().Err() == nil { // not a caller that left while the budget was asked
+		h.opts.Metrics.BudgetRefused.WithLabelValues(ex.caller, d.Limit).Inc()
+	}
 	return budgetExhausted(ex.caller, d.Limit)
 }
 

@@ -415,7 +415,7 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		ge = errUpstreamUnavailable
 	case ex.deadline != nil && ex.deadline.Err() == context.DeadlineExceeded:
 		ge = errUpstreamTimeout
-		if ex.body.rc != nil && !ex.body.eof && ex.upstreamStatus == 0 {
+		if ex.body.rc != nil && !ex.body.eof.Load() && ex.upstreamStatus == 0 {
 			// The body was still arriving when time ran out: the upstream
 			// could not have answered it; the caller was too slow.
 			ge = errBodyTimeout

@@ -162,11 +162,17 @@ type replayReader struct {
 }
 
 func (r *replayReader) Read(p []byte) (int, error) {
+	// Under the lock: a transport may still read a body it has already
+	// closed (HTTP/2 closes it from another goroutine), and once every
+	// reference is gone the chunks belong to the pool and other requests.
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	if r.closed || !r.b.keep || r.b.chunks == nil {
+		return 0, io.ErrClosedPipe
+	}
 	if r.off >= r.size {
 		return 0, io.EOF
 	}
-	// The copy is complete and immutable while this reader holds a
-	// reference: no lock is needed to read it.
 	c := r.b.chunks[r.off/replayChunk]
 	start := int(r.off % replayChunk)
 	end := replayChunk

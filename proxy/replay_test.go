@@ -50,6 +50,11 @@ func TestReplayBodyKeepsACopyWhileStreaming(t *testing.T) {
 					t.Fatalf("after %v: %d bytes held", order[:i+1], held)
 				}
 			}
+			// A transport that reads a body it has closed (HTTP/2 closes from
+			// another goroutine) gets an error, never chunks that went back.
+			if n, err := again.Read(make([]byte, 10)); n != 0 || !errors.Is(err, io.ErrClosedPipe) {
+				t.Errorf("read after release: %d, %v", n, err)
+			}
 		})
 	}
 }
