@@ -73,9 +73,9 @@ func (s *Sim) throttleLocked(endpoint string, now time.Time) (adm admission, thr
 	if s.tenantLimit.Requests > 0 {
 		okT, _, resetT = s.tenantCount.take(s.tenantLimit, now, false)
 	}
-	okE, remE, resetE := true, 0, time.Time{}
+	okE, resetE := true, time.Time{}
 	if s.endpointLimit.Requests > 0 {
-		okE, remE, resetE = ec.take(s.endpointLimit, now, false)
+		okE, _, resetE = ec.take(s.endpointLimit, now, false)
 	}
 	if !okT || !okE {
 		retry := resetE
@@ -93,8 +93,7 @@ func (s *Sim) throttleLocked(endpoint string, now time.Time) (adm admission, thr
 		s.tenantCount.take(s.tenantLimit, now, true)
 	}
 	if s.endpointLimit.Requests > 0 {
-		_, remE, resetE = ec.take(s.endpointLimit, now, true)
-		adm.remaining, adm.reset = remE, resetE
+		_, adm.remaining, adm.reset = ec.take(s.endpointLimit, now, true)
 	} else {
 		adm.limit = s.tenantLimit.Requests
 		_, adm.remaining, adm.reset = s.tenantCount.take(s.tenantLimit, now, false)
