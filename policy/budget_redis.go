@@ -174,7 +174,7 @@ type RedisBudget struct {
 
 	idPrefix string
 	seq      atomic.Uint64
-	retryAt  atomic.Int64 // Unix ns when Redis may be tried again; 0 while it answers
+	cool     cooldown
 
 	warnMu   sync.Mutex
 	lastWarn time.Time
@@ -217,7 +217,7 @@ func (b *RedisBudget) keys(l *budgetLimit, route string) (z, h string) {
 // Admit implements Budget: one script, or the local fallback.
 func (b *RedisBudget) Admit(ctx context.Context, caller, route string) BudgetDecision {
 	now := b.now()
-	if b.tryShared(now) {
+	if b.cool.try(now) {
 		d, err := b.decide(ctx, caller, route)
 		if err == nil {
 			b.sharedOK()
@@ -279,22 +279,10 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetD
 	return d, nil
 }
 
-func (b *RedisBudget) tryShared(now time.Time) bool {
-	at := b.retryAt.Load()
-	if at == 0 {
-		return true
-	}
-	if now.UnixNano() < at {
-		return false
-	}
-	return b.retryAt.CompareAndSwap(at, now.Add(redisRateCooldown).UnixNano())
-}
-
 func (b *RedisBudget) sharedOK() {
-	if b.retryAt.Load() == 0 {
+	if !b.cool.ok() {
 		return
 	}
-	b.retryAt.Store(0)
 	b.warnMu.Lock()
 	defer b.warnMu.Unlock()
 	if b.warned {
@@ -304,7 +292,7 @@ func (b *RedisBudget) sharedOK() {
 }
 
 func (b *RedisBudget) sharedFailed(now time.Time, err error) {
-	b.retryAt.Store(now.Add(redisRateCooldown).UnixNano())
+	b.cool.failed(now)
 	b.warnMu.Lock()
 	defer b.warnMu.Unlock()
 	if b.lastWarn.IsZero() || now.Sub(b.lastWarn) >= redisRateWarnEvery {

@@ -127,8 +127,7 @@ type RedisRateLimiter struct {
 	extra  map[string]*sharedLimit
 	local  *LocalRateLimiter
 
-	// retryAt is when Redis may be tried again (Unix ns); 0 while it answers.
-	retryAt atomic.Int64
+	cool cooldown
 
 	stateMu  sync.Mutex   // orders transitions, so the gauge and logs agree with state
 	state    atomic.Int32 // stateShared or stateLocal; 0 before the first decision
@@ -213,7 +212,7 @@ func (l *RedisRateLimiter) localShare(lim config.Limit) config.Limit {
 func (l *RedisRateLimiter) Allow(ctx context.Context, caller string) RateResult {
 	lim := l.limit(caller)
 	now := l.now()
-	if l.tryShared(now) {
+	if l.cool.try(now) {
 		res, err := l.decide(ctx, lim)
 		if err == nil {
 			l.sharedOK()
@@ -228,20 +227,6 @@ func (l *RedisRateLimiter) Allow(ctx context.Context, caller string) RateResult 
 	}
 	lim.fallback.Inc()
 	return l.local.Allow(ctx, caller)
-}
-
-// tryShared reports whether this decision goes to Redis: always while Redis
-// answers; after a failure only once the cooldown has passed, and then for
-// one request, which moves the next attempt a cooldown further on.
-func (l *RedisRateLimiter) tryShared(now time.Time) bool {
-	at := l.retryAt.Load()
-	if at == 0 {
-		return true
-	}
-	if now.UnixNano() < at {
-		return false
-	}
-	return l.retryAt.CompareAndSwap(at, now.Add(redisRateCooldown).UnixNano())
 }
 
 // decide runs the script for one request.
@@ -265,9 +250,7 @@ func (l *RedisRateLimiter) decide(ctx context.Context, lim *sharedLimit) (RateRe
 }
 
 func (l *RedisRateLimiter) sharedOK() {
-	if l.retryAt.Load() != 0 {
-		l.retryAt.Store(0)
-	}
+	l.cool.ok()
 	if l.state.Load() == stateShared {
 		return
 	}
@@ -285,7 +268,7 @@ func (l *RedisRateLimiter) sharedOK() {
 }
 
 func (l *RedisRateLimiter) sharedFailed(now time.Time, err error) {
-	l.retryAt.Store(now.Add(redisRateCooldown).UnixNano())
+	l.cool.failed(now)
 	l.stateMu.Lock()
 	defer l.stateMu.Unlock()
 	if l.state.Swap(stateLocal) != stateLocal {
