@@ -261,20 +261,33 @@ func TestRetryAfter(t *testing.T) {
 }
 
 // BenchmarkRedisBudget is one shared decision over two limits: one round
-// trip to a local Redis. BenchmarkLocalBudget (package policy) is the
-// local one; with no limit configured, Rules.Budget is nil and a request
-// pays nothing.
+// trip to a local Redis (redis-cmds/op 1). When no limit applies to the
+// request (here a route-scope limit and an unmatched path) the decision
+// costs no round trip (redis-cmds/op 0); with no limits at all
+// Rules.Budget is nil and a request pays nothing. BenchmarkLocalBudget
+// (package policy) is the local decision.
 func BenchmarkRedisBudget(b *testing.B) {
 	r := redistest.Start(b)
-	bud := budgetOf([]config.BudgetLimit{
-		{Name: "per-route", Scope: "route", Requests: 1 << 30, Per: 5 * time.Minute},
-		{Name: "tenant", Scope: "tenant", Requests: 1 << 30, Per: 24 * time.Hour},
-	}, map[string]config.Share{"intake": {Reserve: 0.4}})
-	rep := replicas(b, r.Addr, 1, bud, 1)[0]
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		rep.b.Admit(ctx, "intake", "contacts.list")
+	for _, tc := range []struct {
+		name, route string
+		limits      []config.BudgetLimit
+	}{
+		{"two_limits", "contacts.list", []config.BudgetLimit{
+			{Name: "per-route", Scope: "route", Requests: 1 << 30, Per: 5 * time.Minute},
+			{Name: "tenant", Scope: "tenant", Requests: 1 << 30, Per: 24 * time.Hour},
+		}},
+		{"no_limit_applies", "unmatched", []config.BudgetLimit{
+			{Name: "per-route", Scope: "route", Requests: 1 << 30, Per: 5 * time.Minute},
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rep := replicas(b, r.Addr, 1, budgetOf(tc.limits, map[string]config.Share{"intake": {Reserve: 0.4}}), 1)[0]
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				rep.b.Admit(ctx, "intake", tc.route)
+			}
+			b.ReportMetric(float64(rep.cmds.n.Load())/float64(b.N), "redis-cmds/op")
+		})
 	}
-	b.ReportMetric(float64(rep.cmds.n.Load())/float64(b.N), "redis-cmds/op")
 }
