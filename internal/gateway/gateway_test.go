@@ -247,17 +247,7 @@ func TestRunServesAndDrains(t *testing.T) {
 // readyGauge is faxgate_ready as a scrape of g's registry reads it.
 func readyGauge(t *testing.T, g *Gateway) float64 {
 	t.Helper()
-	mfs, err := g.deps.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "faxgate_ready" {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatal("faxgate_ready is not registered")
-	return 0
+	return readGauge(t, g, "faxgate_ready")
 }
 
 // panickyClock is a fake clock whose first NewTimer call panics.
