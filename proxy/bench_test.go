@@ -229,12 +229,16 @@ func TestScaleConfigCompilesFast(t *testing.T) {
 
 // allocBudget is the most allocations one proxied request may cost, the
 // in-process upstream's and the transport's included (the bare
-// ReverseProxy costs 99 and 85 on the same requests). Measured at 120 and
-// 104 when set; a change that adds allocations to the hot path fails here.
-var allocBudget = map[string]float64{"POST_contacts_create": 126, "GET_field_rule": 110}
+// ReverseProxy costs 99 and 85 on the same requests). Measured at 126 and
+// 105 when set: a small POST body is read first, which costs 3 allocations
+// and saves a write(2) to the upstream (README, Performance). A change that
+// adds allocations to the hot path fails here; make test runs it without
+// the race detector.
+var allocBudget = map[string]float64{"POST_contacts_create": 130, "GET_field_rule": 110}
 
-// TestAllocsPerRequest guards the hot path's allocations. make bench runs it;
-// under the race detector (make test) counts differ, so it is skipped there.
+// TestAllocsPerRequest guards the hot path's allocations. make test and make
+// bench run it without the race detector; under it counts differ, so the
+// race run skips it.
 func TestAllocsPerRequest(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are judged without the race detector: make bench")
