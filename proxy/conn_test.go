@@ -818,6 +818,11 @@ rate_limit:
 // startGateway runs the real handler and server behind the sniffer, in front
 // of a real faxsim, as gatewaytest does (which this package cannot import).
 func startGateway(t *testing.T) (addr string, sim *faxsim.Sim) {
+	return startGatewayWith(t, &http.Transport{DisableCompression: true})
+}
+
+// startGatewayWith is startGateway with the given upstream transport.
+func startGatewayWith(t *testing.T, tr *http.Transport) (addr string, sim *faxsim.Sim) {
 	const key = "sk_test_conn-0123456789"
 	sim = faxsim.New(faxsim.Options{APIKey: key})
 	up := httptest.NewServer(sim)
@@ -828,7 +833,6 @@ func startGateway(t *testing.T) (addr string, sim *faxsim.Sim) {
 		t.Fatal(err)
 	}
 	log, met := zap.NewNop(), metrics.New(prometheus.NewRegistry(), "test")
-	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	tokens := tokencache.NewManager(tokencache.Options{
 		Fetcher: tokencache.NewClient(up.URL, tr, 5*time.Second, tokencache.StaticKey(tokencache.NewSecret(key)), tokencache.RealClock{}),

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -31,6 +32,14 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
+	if ex.buffered != nil && req.ContentLength == int64(len(ex.buffered)) {
+		// ReverseProxy wraps the body in a reader net/http cannot tell is in
+		// memory, so the transport would flush the headers in a write(2) of
+		// their own. The bytes were read whole into a buffer of this request
+		// that nothing else reuses: a reader the transport recognises lets
+		// headers and body go in one write. req is ReverseProxy's own clone.
+		req.Body = io.NopCloser(bytes.NewReader(ex.buffered))
+	}
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {
