@@ -40,8 +40,10 @@ func (h *Handler) admitUpstream(w *responseWriter, r *http.Request, ex *exchange
 // the route (when honoured), and X-RateLimit-Remaining is exported.
 func (h *Handler) observeUpstream(ex *exchange, res *http.Response) {
 	m := h.opts.Metrics
-	if v := res.Header.Get("X-RateLimit-Remaining"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+	// The canonical key, looked up directly: Get would canonicalize
+	// "X-RateLimit-Remaining" into a new string on every response.
+	if vs := res.Header["X-Ratelimit-Remaining"]; len(vs) > 0 && vs[0] != "" {
+		if n, err := strconv.ParseInt(vs[0], 10, 64); err == nil && n >= 0 {
 			m.UpstreamRateLimitRemaining.WithLabelValues(ex.route).Set(float64(n))
 		}
 	}

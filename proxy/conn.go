@@ -308,18 +308,28 @@ func (c *framingConn) endLine(line []byte) {
 // passed, since refusing a head Go serves would be an outage. It reports
 // false when it refused the head.
 func (c *framingConn) endHead(head []byte) bool {
-	lines := bytes.Split(head, []byte("\n"))
-	for len(lines) > 0 && len(bytes.TrimSpace(lines[0])) == 0 {
-		lines = lines[1:] // empty lines before the request line
+	// The lines are cut one by one, not split into a slice: this runs on
+	// every request head, and a head's fields are read in one pass.
+	rest := head
+	var first []byte // the request line, as sent (with its CR)
+	for first == nil {
+		if len(rest) == 0 {
+			return true // nothing but empty lines
+		}
+		var ln []byte
+		ln, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if len(bytes.TrimSpace(ln)) != 0 { // empty lines before the request line
+			first = ln
+		}
 	}
-	if len(lines) == 0 {
-		return true
-	}
-	reqLine := bytes.TrimSuffix(lines[0], []byte("\r"))
+	reqLine := bytes.TrimSuffix(first, []byte("\r"))
 	http10 := bytes.HasSuffix(reqLine, []byte("HTTP/1.0"))
-	var teLines [][]byte
+	// Values are kept as slices of the head with their capacity cut to
+	// their length, so that an obs-fold's append copies instead of writing
+	// into the connection's buffer. Arrays on the stack hold the usual one.
+	var teArr, clArr [1][]byte
+	teLines, clValues := teArr[:0], clArr[:0]
 	var teValue []byte
-	var clValues [][]byte
 	// Host and Expect as Go's server sees them: Host's values counted, the
 	// first one's bytes judged; the first Expect's value (Header.Get).
 	hosts, hostBad := 0, false
@@ -331,16 +341,18 @@ func (c *framingConn) endHead(head []byte) bool {
 	spacedName := false
 	const otherField, teField, clField, hostField, expectField = 0, 1, 2, 3, 4
 	last := otherField
-	for i, ln := range lines[1:] {
+	for i := 0; ; i++ {
+		var ln []byte
+		ln, rest, _ = bytes.Cut(rest, []byte("\n"))
 		ln = bytes.TrimSuffix(ln, []byte("\r"))
 		if len(ln) == 0 {
-			break
+			break // the end of the head (or of the bytes)
 		}
 		if ln[0] == ' ' || ln[0] == '\t' { // obs-fold continues the previous field
 			if i == 0 || !validFieldValue(ln) {
 				// textproto refuses a first field line that starts
 				// with a space ("malformed MIME header initial line").
-				return c.refuseHead(refusedHeader, lines[0])
+				return c.refuseHead(refusedHeader, first)
 			}
 			switch last {
 			case teField:
@@ -367,25 +379,25 @@ func (c *framingConn) endHead(head []byte) bool {
 		last = otherField
 		colon := bytes.IndexByte(ln, ':')
 		if colon < 0 {
-			return c.refuseHead(refusedHeader, lines[0])
+			return c.refuseHead(refusedHeader, first)
 		}
 		name, value := ln[:colon], trimOWS(ln[colon+1:])
 		switch fieldName(name) {
 		case nameInvalid:
-			return c.refuseHead(refusedHeader, lines[0])
+			return c.refuseHead(refusedHeader, first)
 		case nameSpaced:
 			spacedName = true
 		}
 		if !validFieldValue(value) {
-			return c.refuseHead(refusedHeader, lines[0])
+			return c.refuseHead(refusedHeader, first)
 		}
 		switch {
 		case ascii.EqualFold(name, "Transfer-Encoding"):
 			teLines = append(teLines, name)
-			teValue = append([]byte(nil), value...) // a copy: folds append to it
+			teValue = value[:len(value):len(value)]
 			last = teField
 		case ascii.EqualFold(name, "Content-Length"):
-			clValues = append(clValues, append([]byte(nil), value...))
+			clValues = append(clValues, value[:len(value):len(value)])
 			last = clField
 		case ascii.EqualFold(name, "Host"):
 			hosts++
@@ -401,20 +413,20 @@ func (c *framingConn) endHead(head []byte) bool {
 		}
 	}
 	if hosts > 1 { // net/http readRequest: "too many Host headers"
-		return c.refuseHead(refusedHeader, lines[0])
+		return c.refuseHead(refusedHeader, first)
 	}
 	// fixLength: every Content-Length must read, once trimmed, exactly as
 	// the first (5 and 05 differ), and the first must be a decimal number.
 	cl, clSeen := int64(0), len(clValues) > 0
 	for i, v := range clValues {
 		if i > 0 && !bytes.Equal(trimOWS(v), trimOWS(clValues[0])) {
-			return c.refuseHead(refusedContentLength, lines[0])
+			return c.refuseHead(refusedContentLength, first)
 		}
 	}
 	if clSeen {
 		n, err := strconv.ParseUint(string(trimOWS(clValues[0])), 10, 63)
 		if err != nil {
-			return c.refuseHead(refusedContentLength, lines[0])
+			return c.refuseHead(refusedContentLength, first)
 		}
 		cl = int64(n)
 	}
@@ -422,12 +434,12 @@ func (c *framingConn) endHead(head []byte) bool {
 	// HTTP/1.1 except for CONNECT, its value made of host bytes, every
 	// name a token.
 	if hosts == 0 && !http10 && !bytes.HasPrefix(reqLine, []byte("CONNECT ")) || hostBad || spacedName {
-		return c.refuseHead(refusedHeader, lines[0])
+		return c.refuseHead(refusedHeader, first)
 	}
 	// serve: an Expect whose first value is set but names no 100-continue
 	// token gets 417, on HTTP/1.0 too.
 	if len(bytes.TrimLeft(expect, " \t")) > 0 && !hasToken(bytes.TrimLeft(expect, " \t"), "100-continue") {
-		return c.refuseHead(refusedExpectation, lines[0])
+		return c.refuseHead(refusedExpectation, first)
 	}
 	chunked := len(teLines) == 1 && ascii.EqualFold(bytes.TrimLeft(teValue, " \t"), "chunked")
 	refuse := len(teLines) > 0 && (clSeen || !chunked)

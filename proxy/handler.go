@@ -113,7 +113,9 @@ type exchange struct {
 	code           string // contract error code when the gateway answered
 	upstreamStatus int
 	body           requestBody
-	buffered       []byte            // the whole body, when a sensitive route's checks read it first
+	buffered       []byte            // the whole body, when it was read first (small, or checked by a sensitive route)
+	memReader      bytes.Reader      // reads buffered for the first attempt
+	memBody        io.ReadCloser     // memReader as the request body; nil when nothing was buffered
 	replay         *replayBody       // the streamed body's copy for a resend, when kept
 	fail           *gatewayError     // set by the transport or body reader
 	tok            *tokencache.Token // the token sent upstream, once the transport ran
@@ -341,12 +343,25 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	ex.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
 	// A fresh buffer per request: the transport may read it after the
 	// handler returns (a resend's body), so it is never handed to another.
-	size := retryBufferMax + 1
+	var data []byte
+	var err error
 	if r.ContentLength > 0 {
-		size = int(r.ContentLength) + 1 // +1 to see the EOF without growing
+		// Known length (at most retryBufferMax, checked above): net/http's
+		// body ends exactly there, so the buffer is the body's size.
+		data = make([]byte, r.ContentLength)
+		if _, err = io.ReadFull(&ex.body, data); err == nil && !ex.body.eof.Load() {
+			_, err = ex.body.Read(make([]byte, 1)) // the EOF, without a syscall: it clears the read deadline
+			if err == io.EOF {
+				err = nil
+			} else if err == nil {
+				err = errBodyRead // more than Content-Length: net/http never gives it
+			}
+		}
+	} else {
+		buf := bytes.NewBuffer(make([]byte, 0, 4<<10))
+		_, err = buf.ReadFrom(io.LimitReader(&ex.body, retryBufferMax+1))
+		data = buf.Bytes()
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(io.LimitReader(&ex.body, retryBufferMax+1))
 	ex.body.hardDeadline = time.Time{}
 	if err != nil {
 		if ex.body.err != nil {
@@ -355,20 +370,30 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		}
 		return errBodyRead
 	}
-	if buf.Len() > retryBufferMax {
+	if len(data) > retryBufferMax {
 		// Unknown length and over the buffer: stream what was read, then the rest.
-		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), &ex.body), c: &ex.body}
+		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
 		return nil
 	}
-	ex.buffered = buf.Bytes()
-	r.ContentLength = int64(len(ex.buffered))
+	ex.buffered = data
+	r.ContentLength = int64(len(data))
 	r.TransferEncoding = nil
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(ex.buffered)), nil }
-	r.Body, _ = r.GetBody()
-	if r.ContentLength == 0 {
+	if len(data) == 0 {
 		r.Body = http.NoBody
+		return nil
 	}
+	// The transport sends this body on the first attempt (see RoundTrip);
+	// a resend gets a fresh reader from GetBody.
+	ex.memReader.Reset(data)
+	ex.memBody = io.NopCloser(&ex.memReader)
+	r.Body = ex.memBody
+	r.GetBody = ex.getBody
 	return nil
+}
+
+// getBody is the buffered body's http.Request.GetBody.
+func (ex *exchange) getBody() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(ex.buffered)), nil
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
