@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/faxgate/faxgate/internal/config"
 )
@@ -21,13 +22,18 @@ type Decision struct {
 
 // Policy answers what a caller may do. It is immutable and safe for
 // concurrent use; every decision is computed at construction, so Decide is
-// a map lookup.
+// two map lookups and an index.
 type Policy struct {
-	byCaller map[string]map[string]Decision
+	// index numbers the routes; base and the allowed slices are by number.
+	index map[string]int
 	// base holds Sensitive and Confirm for every route, for callers that are
 	// not in the list: they are allowed nothing, but a request of theirs to a
 	// sensitive route is still audited.
-	base map[string]Decision
+	base []Decision
+	// byCaller: which routes each caller may use. Callers with the same
+	// allow list share one slice (most fleets have a handful of lists for
+	// thousands of callers), which keeps a reload of a large file fast.
+	byCaller map[string][]bool
 }
 
 // NewPolicy compiles the callers' allow lists against the routes of t.
@@ -50,40 +56,57 @@ func NewPolicy(callers []config.Caller, p config.Policy, t *Table) (*Policy, err
 		return nil, err
 	}
 	pol := &Policy{
-		byCaller: make(map[string]map[string]Decision, len(callers)),
-		base:     make(map[string]Decision, len(routes)),
+		index:    make(map[string]int, len(routes)),
+		base:     make([]Decision, len(routes)),
+		byCaller: make(map[string][]bool, len(callers)),
 	}
-	for _, r := range routes {
-		pol.base[r] = Decision{Sensitive: sensitive[r], Confirm: confirm[r]}
+	for i, r := range routes {
+		pol.index[r] = i
+		pol.base[i] = Decision{Sensitive: sensitive[r], Confirm: confirm[r]}
 	}
+	// Every distinct allow entry is matched against the routes once, and
+	// every distinct allow list is built once from its entries.
+	byEntry := make(map[string][]bool)
+	byList := make(map[string][]bool)
 	for _, c := range callers {
-		m := make(map[string]Decision, len(routes))
-		for _, r := range routes {
-			d := pol.base[r]
-			d.Allowed = allows(c.Allow, r, sensitive[r])
-			m[r] = d
+		key := strings.Join(c.Allow, "\x00")
+		allowed, ok := byList[key]
+		if !ok {
+			allowed = make([]bool, len(routes))
+			for _, a := range c.Allow {
+				grants, ok := byEntry[a]
+				if !ok {
+					grants = grantedBy(a, routes, sensitive)
+					byEntry[a] = grants
+				}
+				for i, g := range grants {
+					allowed[i] = allowed[i] || g
+				}
+			}
+			byList[key] = allowed
 		}
-		pol.byCaller[c.Name] = m
+		pol.byCaller[c.Name] = allowed
 	}
 	return pol, nil
 }
 
-// allows reports whether the allow entries grant route. A sensitive route is
-// granted only by an entry equal to its name: "*" and globs are written for
-// the routes that exist today and must not reach a dangerous one by accident.
-func allows(allow []string, route string, sensitive bool) bool {
-	for _, a := range allow {
-		if a == route {
-			return true
-		}
-		if sensitive {
-			continue
-		}
-		if ok, _ := path.Match(a, route); ok {
-			return true
+// grantedBy reports, for each route, whether the allow entry grants it. A
+// sensitive route is granted only by an entry equal to its name: "*" and
+// globs are written for the routes that exist today and must not reach a
+// dangerous one by accident.
+func grantedBy(entry string, routes []string, sensitive map[string]bool) []bool {
+	grants := make([]bool, len(routes))
+	literal := !strings.ContainsAny(entry, `*?[\`)
+	for i, r := range routes {
+		switch {
+		case entry == r:
+			grants[i] = true
+		case literal || sensitive[r]:
+		default:
+			grants[i], _ = path.Match(entry, r)
 		}
 	}
-	return false
+	return grants
 }
 
 func routeSet(field string, names []string, t *Table) (map[string]bool, error) {
@@ -102,8 +125,13 @@ func routeSet(field string, names []string, t *Table) (map[string]bool, error) {
 // never "auth", which the proxy handles itself). An unknown caller is
 // allowed nothing; an unknown route is allowed to no one.
 func (p *Policy) Decide(caller, route string) Decision {
-	if m, ok := p.byCaller[caller]; ok {
-		return m[route]
+	i, ok := p.index[route]
+	if !ok {
+		return Decision{}
 	}
-	return p.base[route]
+	d := p.base[i]
+	if allowed := p.byCaller[caller]; allowed != nil {
+		d.Allowed = allowed[i]
+	}
+	return d
 }

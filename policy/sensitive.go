@@ -52,7 +52,12 @@ func (r *Rules) Resolve(method, requestURI string) (Target, *Error) {
 // Base returns what policy says about route whoever calls: Sensitive and
 // Confirm as configured, Allowed false. The proxy uses it to audit a request
 // to a sensitive route before (and whether or not) the caller is known.
-func (p *Policy) Base(route string) Decision { return p.base[route] }
+func (p *Policy) Base(route string) Decision {
+	if i, ok := p.index[route]; ok {
+		return p.base[i]
+	}
+	return Decision{}
+}
 
 // sensitivePaths is a trie of the path patterns of the sensitive routes
 // (after "/v1/"), built once when the rules are compiled, so that checking

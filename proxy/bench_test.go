@@ -172,8 +172,8 @@ func scaleConfig(n, routes int) string {
 	var sb strings.Builder
 	sb.WriteString("callers:\n  trusted_proxies: [\"10.255.0.0/16\"]\n  list:\n")
 	for i := range n - 1 {
-		fmt.Fprintf(&sb, "    - {name: c%d, cidrs: [\"10.%d.%d.0/24\"], header_values: [\"h%d\"], spiffe_ids: [\"spiffe://prod/ns/n/sa/c%d\"], allow: [\"*\"]}\n",
-			i, i/256, i%256, i, i)
+		fmt.Fprintf(&sb, "    - {name: c%d, cidrs: [\"10.%d.%d.0/24\"], header_values: [\"h%d\"], spiffe_ids: [\"spiffe://prod/ns/n/sa/c%d\"], allow: [\"contacts.*\", \"esign.*\", \"extra.r%d\"]}\n",
+			i, i/256, i%256, i, i, i%routes)
 	}
 	sb.WriteString("    - {name: svc, cidrs: [\"127.0.0.0/8\"], allow: [\"*\"]}\n")
 	sb.WriteString("routes:\n  extra:\n")

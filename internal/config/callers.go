@@ -263,10 +263,28 @@ func (v *validator) allow(p, pattern string, known []string) {
 		v.add(p, "invalid pattern %s", v.q(p, pattern))
 		return
 	}
+	if !v.matchesRoute(pattern, known) {
+		v.add(p, "%s matches no route", v.q(p, pattern))
+	}
+}
+
+// matchesRoute reports whether pattern matches a name in known (always the
+// same list in one validation), remembering the answer: thousands of callers
+// share a few patterns, and a reload must stay fast.
+func (v *validator) matchesRoute(pattern string, known []string) bool {
+	if ok, seen := v.patterns[pattern]; seen {
+		return ok
+	}
+	ok := false
 	for _, n := range known {
-		if ok, _ := path.Match(pattern, n); ok {
-			return
+		if m, _ := path.Match(pattern, n); m {
+			ok = true
+			break
 		}
 	}
-	v.add(p, "%s matches no route", v.q(p, pattern))
+	if v.patterns == nil {
+		v.patterns = make(map[string]bool)
+	}
+	v.patterns[pattern] = ok
+	return ok
 }

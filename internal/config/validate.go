@@ -30,6 +30,8 @@ type validator struct {
 	// now, when set, replaces the wall clock for certificate expiry
 	// (CheckEnvironment); tests set it.
 	now func() time.Time
+	// patterns memoizes matchesRoute.
+	patterns map[string]bool
 }
 
 func (v *validator) add(path, format string, args ...any) {
