@@ -44,7 +44,7 @@ func (h *Handler) observeUpstream(ex *exchange, res *http.Response) {
 	// "X-RateLimit-Remaining" into a new string on every response.
 	if vs := res.Header["X-Ratelimit-Remaining"]; len(vs) > 0 && vs[0] != "" {
 		if n, err := strconv.ParseInt(vs[0], 10, 64); err == nil && n >= 0 {
-			m.UpstreamRateLimitRemaining.WithLabelValues(ex.route).Set(float64(n))
+			ex.pm.rateLimitRemaining().Set(float64(n))
 		}
 	}
 	if res.StatusCode != http.StatusTooManyRequests {

@@ -60,6 +60,7 @@ type Options struct {
 type Handler struct {
 	opts     Options
 	rules    atomic.Pointer[policy.Rules]
+	children atomic.Pointer[metricCache] // of the rules in force
 	rp       *httputil.ReverseProxy
 	ids      *idGen
 	replay   *replayPool
@@ -81,7 +82,7 @@ func New(o Options) *Handler {
 	if h.audit == nil {
 		h.audit = o.Logger.Named("audit")
 	}
-	h.rules.Store(o.Rules)
+	h.SetRules(o.Rules)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
@@ -97,7 +98,10 @@ func New(o Options) *Handler {
 func (h *Handler) Rules() *policy.Rules { return h.rules.Load() }
 
 // SetRules replaces the rules for every request that starts afterwards.
-func (h *Handler) SetRules(r *policy.Rules) { h.rules.Store(r) }
+func (h *Handler) SetRules(r *policy.Rules) {
+	h.children.Store(newMetricCache(h.opts.Metrics))
+	h.rules.Store(r)
+}
 
 // exchange is one request's state, shared by the handler, the rewrite hook,
 // the transport and the error handler through the request context.
@@ -119,6 +123,7 @@ type exchange struct {
 	replay         *replayBody       // the streamed body's copy for a resend, when kept
 	fail           *gatewayError     // set by the transport or body reader
 	tok            *tokencache.Token // the token sent upstream, once the transport ran
+	pm             *pairMetrics      // the metric children of (caller, route), once both are settled
 	deadline       context.Context
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
@@ -246,10 +251,12 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	if ge := h.admitUpstream(w, r, ex); ge != nil {
 		return ge
 	}
-	ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), exchangeKey{}, ex), h.opts.UpstreamTimeout)
+	ex.pm = h.children.Load().pair(ex.caller, ex.route)
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.UpstreamTimeout)
 	defer cancel()
 	ex.deadline = ctx
-	h.rp.ServeHTTP(w, r.WithContext(ctx))
+	// The exchange on top: the transport and ModifyResponse find it first.
+	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
 	if ex.tok != nil {
 		// Trailers are still to be sent from this map: an upstream's echo of
 		// the token goes like its header echo does.
@@ -479,9 +486,12 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 		status = http.StatusOK
 	}
 	elapsed := time.Since(ex.start)
-	m := h.opts.Metrics
-	m.Requests.WithLabelValues(ex.caller, ex.route, ex.method, metrics.Code(status)).Inc()
-	m.RequestDuration.WithLabelValues(ex.caller, ex.route).Observe(elapsed.Seconds())
+	pm := ex.pm
+	if pm == nil { // refused before the pair was looked up
+		pm = h.children.Load().pair(ex.caller, ex.route)
+	}
+	pm.request(ex.method, status).Inc()
+	pm.duration.Observe(elapsed.Seconds())
 	bytesIn := ex.body.n
 	if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
 		ce.Write(

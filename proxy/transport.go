@@ -60,7 +60,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	t.metrics.UpstreamDuration.WithLabelValues(ex.route).Observe(time.Since(start).Seconds())
+	ex.pm.upstreamDuration().Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, err
 	}
