@@ -1007,3 +1007,50 @@ func BenchmarkFramingConn(b *testing.B) {
 		}
 	}
 }
+
+// settled is set exactly when every byte read so far belongs to a complete
+// message: the handler then reads a body with no deadline, so a false
+// "settled" would let a stalled body hang.
+func TestFramingConnSettledOnlyOnMessageBoundaries(t *testing.T) {
+	steps := []struct {
+		data    string
+		settled bool
+	}{
+		{"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhel", false}, // body pending
+		{"lo", true},
+		{"GET /b HTTP/1.1\r\nHost: x\r\n\r\n", true},                                               // bodiless
+		{"GET /c HTTP/1.1\r\nHost: x\r\n\r\nGET /d HT", false},                                     // a head held
+		{"TP/1.1\r\nHost: x\r\n\r\n", true},                                                        // it ended
+		{"POST /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", false}, // chunks pending
+		{"0\r\n\r\n", true},
+		{"POST /f HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n", false}, // body not sent yet
+	}
+	var script []step
+	for _, s := range steps {
+		script = append(script, step{data: []byte(s.data)})
+	}
+	c := newSniffer(script, sniffBufSize)
+	buf := make([]byte, 64<<10)
+	for i, s := range steps {
+		// Read until this step's bytes are all handed over (a held head
+		// waits for the next step, so its bytes come with that one).
+		want := len(s.data)
+		if i > 0 && !steps[i-1].settled && strings.HasSuffix(steps[i-1].data, "HT") {
+			want += len("GET /d HT")
+		}
+		if !s.settled && strings.HasSuffix(s.data, "HT") {
+			want -= len("GET /d HT")
+		}
+		got := 0
+		for got < want {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			got += n
+		}
+		if c.bodyInMemory() != s.settled {
+			t.Errorf("after %q: settled = %v, want %v", s.data, c.bodyInMemory(), s.settled)
+		}
+	}
+}

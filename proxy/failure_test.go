@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -166,6 +167,34 @@ func TestBodyLimits(t *testing.T) {
 		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		var out bytes.Buffer
 		_, _ = out.ReadFrom(c)
+		if !strings.HasPrefix(out.String(), "HTTP/1.1 408 ") || !strings.Contains(out.String(), `"error":"request_timeout"`) {
+			t.Fatalf("answer = %q, want 408 request_timeout", out.String())
+		}
+	})
+	t.Run("trickling body after a whole request on the connection", func(t *testing.T) {
+		// The first request arrives whole, so its body needs no read
+		// deadline (bodyInMemory); the second's head arrives alone and its
+		// body stalls: it must still be cut off.
+		c, err := net.Dial("tcp", g.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		_, _ = c.Write([]byte("POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("first request: %d, want 200", resp.StatusCode)
+		}
+		_, _ = c.Write([]byte("POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"))
+		var out bytes.Buffer
+		_, _ = out.ReadFrom(br)
 		if !strings.HasPrefix(out.String(), "HTTP/1.1 408 ") || !strings.Contains(out.String(), `"error":"request_timeout"`) {
 			t.Fatalf("answer = %q, want 408 request_timeout", out.String())
 		}

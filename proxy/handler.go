@@ -333,8 +333,12 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
-	ex.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
-		timeout: h.opts.ReadTimeout, limit: h.opts.MaxBodyBytes}
+	ex.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
+	if !bodyInMemory(r) {
+		// The body may still be on its way: every read pushes the read
+		// deadline forward (a body already read whole needs none).
+		ex.body.ctl, ex.body.timeout = http.NewResponseController(w.ResponseWriter), h.opts.ReadTimeout
+	}
 	if r.ContentLength > retryBufferMax {
 		r.Body = &ex.body
 		return nil

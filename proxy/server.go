@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -40,5 +42,25 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 		// uncounted, where the contract wants 405 method_not_allowed.
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     zap.NewStdLog(o.Logger.Named("http")),
+		ConnContext:                  withConn,
 	}
+}
+
+type connKey struct{}
+
+// withConn puts a framing connection in its requests' contexts, so the
+// handler can ask it whether a body has arrived whole (bodyInMemory).
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*framingConn); ok {
+		return context.WithValue(ctx, connKey{}, fc)
+	}
+	return ctx
+}
+
+// bodyInMemory reports whether r's body is known to be in memory already:
+// an HTTP/1 request on a framing connection whose reads so far ended on a
+// message boundary.
+func bodyInMemory(r *http.Request) bool {
+	fc, _ := r.Context().Value(connKey{}).(*framingConn)
+	return fc != nil && r.ProtoMajor == 1 && fc.bodyInMemory()
 }
