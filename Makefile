@@ -11,7 +11,7 @@ FUZZTIME ?= 30s
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := internal/tools/promtool
 
-.PHONY: all build test vet lint bench fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
 
 all: test build
 
@@ -64,6 +64,13 @@ lint:
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
 bench:
 	$(GO) test -run '^TestAllocsPerRequest$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
+
+## pgo: merge the CPU profiles in PROFILES (taken under the bench rig's list,
+## dl64k and up1m loads, admin.pprof: true) into cmd/faxgate/default.pgo,
+## which every go build of ./cmd/faxgate then uses (profile-guided optimization)
+pgo:
+	@test -n "$(PROFILES)" || { echo 'usage: make pgo PROFILES="list.prof dl64k.prof up1m.prof"'; exit 1; }
+	$(GO) tool pprof -proto $(PROFILES) > cmd/faxgate/default.pgo
 
 ## fuzz: every native fuzz target for FUZZTIME each
 fuzz:
