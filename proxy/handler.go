@@ -127,6 +127,7 @@ type exchange struct {
 	pm             *pairMetrics      // the metric children of (caller, route), once both are settled
 	status         int               // the status answered, for the access line
 	elapsed        time.Duration     // the time taken, for the access line
+	logField       [1]zap.Field      // the access line's one (inlined) field
 	deadline       context.Context
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
@@ -501,7 +502,10 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	pm.duration.Observe(elapsed.Seconds())
 	if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
 		ex.status, ex.elapsed = status, elapsed
-		ce.Write(zap.Inline(accessLine{ex}))
+		// The field lives in the exchange: a variadic argument would be
+		// allocated on every request.
+		ex.logField[0] = zap.Inline(accessLine{ex})
+		ce.Write(ex.logField[:]...)
 	}
 	if ex.auditRoute != "" {
 		h.writeAudit(ex, status)

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"net/http"
+	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/faxgate/faxgate/internal/ascii"
 	"github.com/faxgate/faxgate/policy"
@@ -13,17 +15,36 @@ import (
 // Durations are whole seconds, rounded up, so a client that waits that long
 // is admitted.
 func setRateLimitHeaders(h http.Header, r policy.RateResult) {
-	// One backing array for the values keeps this to one allocation in the
-	// common case (small numbers come from ascii.Itoa's table).
-	v := make([]string, 4)
-	v[0], v[1], v[2] = ascii.Itoa(int64(r.Limit)), ascii.Itoa(int64(r.Remaining)), ascii.Itoa(ceilSeconds(r.Reset))
+	// One allocation holds the value slices and the digits of numbers too
+	// large for ascii.Itoa's table (a limit of 1,000,000 is not unusual).
+	vals := new(rateLimitValues)
+	v := vals.v[:]
+	v[0], v[1], v[2] = vals.itoa(int64(r.Limit)), vals.itoa(int64(r.Remaining)), vals.itoa(ceilSeconds(r.Reset))
 	h["Ratelimit-Limit"] = v[0:1:1]
 	h["Ratelimit-Remaining"] = v[1:2:2]
 	h["Ratelimit-Reset"] = v[2:3:3]
 	if !r.Allowed {
-		v[3] = ascii.Itoa(max(1, ceilSeconds(r.RetryAfter)))
+		v[3] = vals.itoa(max(1, ceilSeconds(r.RetryAfter)))
 		h["Retry-After"] = v[3:4:4]
 	}
+}
+
+// rateLimitValues backs one response's rate-limit header values.
+type rateLimitValues struct {
+	v      [4]string
+	digits [4 * 20]byte // 20 digits hold any int64 of ours (never negative)
+	used   int
+}
+
+// itoa formats n as ascii.Itoa does, writing large numbers into digits. The
+// string shares digits' memory, which is never written again.
+func (rv *rateLimitValues) itoa(n int64) string {
+	if n >= 0 && n < int64(ascii.SmallInts) || rv.used+20 > len(rv.digits) {
+		return ascii.Itoa(n)
+	}
+	b := strconv.AppendInt(rv.digits[rv.used:rv.used], n, 10)
+	rv.used += len(b)
+	return unsafe.String(&b[0], len(b))
 }
 
 func ceilSeconds(d time.Duration) int64 {

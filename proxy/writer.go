@@ -48,14 +48,24 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// bufferPool recycles ReverseProxy's 32 KiB copy buffers.
+// copyBufSize is the size of ReverseProxy's copy buffers.
+const copyBufSize = 32 << 10
+
+// bufferPool recycles ReverseProxy's copy buffers. It pools array pointers,
+// which a slice converts to and from without an allocation (a *[]byte would
+// cost one on every Put).
 type bufferPool struct{ p sync.Pool }
 
 func newBufferPool() *bufferPool {
 	bp := &bufferPool{}
-	bp.p.New = func() any { b := make([]byte, 32<<10); return &b }
+	bp.p.New = func() any { return new([copyBufSize]byte) }
 	return bp
 }
 
-func (bp *bufferPool) Get() []byte  { return *(bp.p.Get().(*[]byte)) }
-func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+func (bp *bufferPool) Get() []byte { return bp.p.Get().(*[copyBufSize]byte)[:] }
+
+func (bp *bufferPool) Put(b []byte) {
+	if cap(b) == copyBufSize { // only what Get handed out
+		bp.p.Put((*[copyBufSize]byte)(b[:copyBufSize]))
+	}
+}

@@ -11,6 +11,9 @@ var smallInts = func() (t [1024]string) {
 	return t
 }()
 
+// SmallInts bounds the table: Itoa allocates for no n in [0, SmallInts).
+const SmallInts = len(smallInts)
+
 // Itoa returns n in decimal. From 0 to 1023 it returns a string of a table
 // and does not allocate, which the per-request paths (metric labels,
 // response headers) rely on.
