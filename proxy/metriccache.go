@@ -33,8 +33,7 @@ type pairMetrics struct {
 	remainingOnce sync.Once
 	remaining     prometheus.Gauge // faxgate_upstream_ratelimit_remaining{route}
 
-	mu       sync.RWMutex
-	requests map[codeKey]prometheus.Counter // faxgate_requests_total{caller,route,method,code}
+	requests lockedMap[codeKey, prometheus.Counter] // faxgate_requests_total{caller,route,method,code}
 }
 
 type codeKey struct {
@@ -44,36 +43,43 @@ type codeKey struct {
 
 type metricCache struct {
 	m     *metrics.Metrics
-	mu    sync.RWMutex
-	pairs map[pairKey]*pairMetrics
+	pairs lockedMap[pairKey, *pairMetrics]
 }
 
-func newMetricCache(m *metrics.Metrics) *metricCache {
-	return &metricCache{m: m, pairs: make(map[pairKey]*pairMetrics)}
+func newMetricCache(m *metrics.Metrics) *metricCache { return &metricCache{m: m} }
+
+// lockedMap is a map read far more often than written: a read takes the
+// read lock only, and a missing value is built once, under the write lock.
+type lockedMap[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+func (lm *lockedMap[K, V]) get(k K, build func() V) V {
+	lm.mu.RLock()
+	v, ok := lm.m[k]
+	lm.mu.RUnlock()
+	if ok {
+		return v
+	}
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if v, ok = lm.m[k]; !ok {
+		if lm.m == nil {
+			lm.m = make(map[K]V)
+		}
+		v = build()
+		lm.m[k] = v
+	}
+	return v
 }
 
 // pair returns the children of (caller, route), looking them up the first time.
 func (c *metricCache) pair(caller, route string) *pairMetrics {
-	k := pairKey{caller, route}
-	c.mu.RLock()
-	p := c.pairs[k]
-	c.mu.RUnlock()
-	if p != nil {
-		return p
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p = c.pairs[k]; p == nil {
-		p = &pairMetrics{
-			caller:   caller,
-			route:    route,
-			m:        c.m,
-			duration: c.m.RequestDuration.WithLabelValues(caller, route),
-			requests: make(map[codeKey]prometheus.Counter),
-		}
-		c.pairs[k] = p
-	}
-	return p
+	return c.pairs.get(pairKey{caller, route}, func() *pairMetrics {
+		return &pairMetrics{caller: caller, route: route, m: c.m,
+			duration: c.m.RequestDuration.WithLabelValues(caller, route)}
+	})
 }
 
 // upstreamDuration returns faxgate_upstream_duration_seconds{route}.
@@ -90,18 +96,7 @@ func (p *pairMetrics) rateLimitRemaining() prometheus.Gauge {
 
 // request returns faxgate_requests_total's child for method and status.
 func (p *pairMetrics) request(method string, status int) prometheus.Counter {
-	k := codeKey{method, status}
-	p.mu.RLock()
-	ctr := p.requests[k]
-	p.mu.RUnlock()
-	if ctr != nil {
-		return ctr
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ctr = p.requests[k]; ctr == nil {
-		ctr = p.m.Requests.WithLabelValues(p.caller, p.route, method, metrics.Code(status))
-		p.requests[k] = ctr
-	}
-	return ctr
+	return p.requests.get(codeKey{method, status}, func() prometheus.Counter {
+		return p.m.Requests.WithLabelValues(p.caller, p.route, method, metrics.Code(status))
+	})
 }
