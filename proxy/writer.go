@@ -48,8 +48,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// copyBufSize is the size of ReverseProxy's copy buffers.
-const copyBufSize = 32 << 10
+// copyBufSize is the size of ReverseProxy's copy buffers. With 32 KiB, a
+// 64 KB response went to the caller in one write(2) more than gobare's: the
+// gateway's longer head pushed the first piece over the server's 4 KiB
+// write buffer, and the last few hundred bytes came in a read (and a write)
+// of their own. With 64 KiB the second read takes the rest of such a body.
+const copyBufSize = 64 << 10
 
 // bufferPool recycles ReverseProxy's copy buffers. It pools array pointers,
 // which a slice converts to and from without an allocation (a *[]byte would
