@@ -823,9 +823,20 @@ func startGateway(t *testing.T) (addr string, sim *faxsim.Sim) {
 
 // startGatewayWith is startGateway with the given upstream transport.
 func startGatewayWith(t *testing.T, tr *http.Transport) (addr string, sim *faxsim.Sim) {
+	addr, sim, _ = startGatewayUpstream(t, tr, nil)
+	return addr, sim
+}
+
+// startGatewayUpstream is startGatewayWith with the simulator wrapped by
+// wrap (when not nil), and also returns the handler.
+func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handler) http.Handler) (addr string, sim *faxsim.Sim, h *Handler) {
 	const key = "sk_test_conn-0123456789"
 	sim = faxsim.New(faxsim.Options{APIKey: key})
-	up := httptest.NewServer(sim)
+	var upstream http.Handler = sim
+	if wrap != nil {
+		upstream = wrap(sim)
+	}
+	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
 	cfg, err := config.Parse([]byte(fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: K\n%s", up.URL, connCallers)),
 		func(string) (string, bool) { return key, true })
@@ -848,7 +859,7 @@ func startGatewayWith(t *testing.T, tr *http.Transport) (addr string, sim *faxsi
 		t.Fatal(err)
 	}
 	base, _ := url.Parse(up.URL)
-	h := New(Options{Upstream: base, Transport: tr, Tokens: tokens, Rules: rules, MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes,
+	h = New(Options{Upstream: base, Transport: tr, Tokens: tokens, Rules: rules, MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout, Metrics: met, Logger: log})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -862,7 +873,7 @@ func startGatewayWith(t *testing.T, tr *http.Transport) (addr string, sim *faxsi
 	if _, err := tokens.Token(wctx); err != nil {
 		t.Fatalf("no first token: %v", err)
 	}
-	return ln.Addr().String(), sim
+	return ln.Addr().String(), sim, h
 }
 
 // forwarded counts the requests the upstream received, token calls aside.

@@ -439,6 +439,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if ex := exchangeFrom(res.Request.Context()); ex != nil {
 		h.observeUpstream(ex, res)
 	}
+	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody {
+		res.Body = &wholeBody{rc: res.Body}
+	}
 	return nil
 }
 

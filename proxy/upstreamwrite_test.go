@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +100,89 @@ func TestSmallBodyGoesUpstreamInOneWrite(t *testing.T) {
 			}
 			if !bytes.HasSuffix(ws[0], []byte(tc.body)) {
 				t.Fatalf("the write does not end with the body")
+			}
+		})
+	}
+}
+
+// writeCounter is a ResponseWriter that keeps every Write.
+type writeCounter struct {
+	h      http.Header
+	code   int
+	writes [][]byte
+}
+
+func (w *writeCounter) Header() http.Header { return w.h }
+func (w *writeCounter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *writeCounter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+func (w *writeCounter) Flush() {}
+
+// TestSmallResponseReachesTheCallerInOneWrite: a response body of known
+// length up to copyBufSize goes to the caller in one Write, however the
+// upstream's bytes arrived. The caller's reader is woken once rather than
+// once per socket read. A body of unknown length, or a larger one, still
+// streams: its first part reaches the caller before the rest exists.
+func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
+	first := bytes.Repeat([]byte("a"), 10<<10)
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/esign_templates" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			size, chunked := 100<<10, false
+			switch r.URL.Query().Get("case") {
+			case "large":
+				size = copyBufSize + 1
+			case "chunked":
+				chunked = true
+			}
+			if !chunked {
+				w.Header().Set("Content-Length", strconv.Itoa(size))
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(first)
+			http.NewResponseController(w).Flush()
+			time.Sleep(30 * time.Millisecond) // the rest arrives in a later read
+			_, _ = w.Write(bytes.Repeat([]byte("b"), size-len(first)))
+		})
+	}
+	_, _, h := startGatewayUpstream(t, &http.Transport{DisableCompression: true}, wrap)
+	for _, tc := range []struct {
+		name  string
+		whole bool
+	}{
+		{"known length, 100 KiB", true},
+		{"large", false},
+		{"chunked", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/v1/esign_templates?case="+strings.Fields(tc.name)[0], nil)
+			req.RemoteAddr = "127.0.0.1:40000"
+			w := &writeCounter{h: http.Header{}}
+			h.ServeHTTP(w, req)
+			if w.code != http.StatusOK {
+				t.Fatalf("status %d", w.code)
+			}
+			switch {
+			case tc.whole && len(w.writes) != 1:
+				t.Fatalf("the body went to the caller in %d writes, want 1", len(w.writes))
+			case !tc.whole && (len(w.writes) < 2 || len(w.writes[0]) > len(first)):
+				t.Fatalf("the first write is %d bytes, want at most the upstream's first %d: the body must stream", len(w.writes[0]), len(first))
+			}
+			got := bytes.Join(w.writes, nil)
+			if !bytes.HasPrefix(got, first) || bytes.Count(got, []byte("b")) != len(got)-len(first) {
+				t.Fatal("the body differs from the upstream's")
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"sync"
 )
@@ -48,12 +49,14 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// copyBufSize is the size of ReverseProxy's copy buffers. With 32 KiB, a
-// 64 KB response went to the caller in one write(2) more than gobare's: the
-// gateway's longer head pushed the first piece over the server's 4 KiB
-// write buffer, and the last few hundred bytes came in a read (and a write)
-// of their own. With 64 KiB the second read takes the rest of such a body.
-const copyBufSize = 64 << 10
+// copyBufSize is the size of ReverseProxy's copy buffers, and the largest
+// response body the gateway sends to the caller in one piece (wholeBody).
+// With net/http's 4 KiB connection buffer, a 64 KB JSON answer then costs
+// two write(2)s: the head with the body's first bytes, and the rest. Read
+// as it arrives, the same answer took three (gobare's too), and every
+// write wakes the caller's reader. Pages of a buffer are touched only as
+// far as a body fills them, so most of a buffer never counts in the RSS.
+const copyBufSize = 128 << 10
 
 // bufferPool recycles ReverseProxy's copy buffers. It pools array pointers,
 // which a slice converts to and from without an allocation (a *[]byte would
@@ -73,3 +76,24 @@ func (bp *bufferPool) Put(b []byte) {
 		bp.p.Put((*[copyBufSize]byte)(b[:copyBufSize]))
 	}
 }
+
+// wholeBody is an upstream response body of known length, at most
+// copyBufSize, that ReverseProxy's copy gets in one Read: each Read fills p
+// or reaches the end. The caller cannot use part of such an answer (the
+// API answers JSON), and it gets the whole in one Write rather than one
+// per socket read. Bodies of unknown length or larger stream as they come.
+type wholeBody struct{ rc io.ReadCloser }
+
+func (b *wholeBody) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := b.rc.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (b *wholeBody) Close() error { return b.rc.Close() }
