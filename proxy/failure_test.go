@@ -395,3 +395,31 @@ func TestResponsesStreamToTheCaller(t *testing.T) {
 		t.Fatalf("rest = %q", rest)
 	}
 }
+
+// TestResendMemoryIsReturned: the copies kept for a resend go back to the
+// resend memory after each request. ReverseProxy never lets the transport
+// close the handler's body, so a copy released only on that Close was never
+// released: after 8 MiB of copies (server.resend_buffer_bytes) no body was
+// copied again, and every later 401 on such a body was relayed instead of
+// resent.
+func TestResendMemoryIsReturned(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "server:\n  resend_buffer_bytes: 2097152\n"})
+	head := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"`
+	body := head + strings.Repeat("B", 1<<20-len(head)-2) + `"}` // 1 MiB: copied, not read whole first
+	for i := 0; i < 6; i++ {                                     // 6 MiB of copies through a 2 MiB cap
+		if resp, b := g.Do(t, "POST", "/v1/contacts/create", body); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %.200s", i, resp.StatusCode, b)
+		}
+	}
+	g.Sim.RevokeTokens()
+	resp, b := g.Do(t, "POST", "/v1/contacts/create", body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after revocation: %d %.200s, want 200 after a resend", resp.StatusCode, b)
+	}
+	if got := testutil.ToFloat64(g.Metrics.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
+		t.Fatalf("faxgate_upstream_401_retries_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(g.Metrics.Upstream401Unretried.WithLabelValues("contacts.create")); got != 0 {
+		t.Fatalf("faxgate_upstream_401_unretried_total = %v, want 0: the copy was not kept", got)
+	}
+}

@@ -490,6 +490,9 @@ func (h *Handler) refuse(w *responseWriter, ex *exchange, ge *gatewayError) {
 // finish writes the access line, the audit line and the request metrics.
 func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	if ex.replay != nil {
+		// ReverseProxy has returned (or never ran): no first attempt reads
+		// the body any more, and no resend can start.
+		ex.replay.attemptDone()
 		ex.replay.done()
 	}
 	status := w.status

@@ -16,8 +16,9 @@ import (
 // counted (faxgate_upstream_401_unretried_total).
 //
 // RoundTrip may close a body after it returns, so the chunks go back to the
-// pool only when every reader of them is done: the first attempt's body
-// closed, the resend's body (if any) closed, and the handler finished.
+// pool only when every reader of them is done: the first attempt over (its
+// body closed, or ReverseProxy returned), the resend's body (if any)
+// closed, and the handler finished.
 
 // replayChunk is the unit of a copy.
 const replayChunk = 32 << 10
@@ -119,13 +120,23 @@ func (b *replayBody) dropLocked() {
 // and the server may both close it).
 func (b *replayBody) Close() error {
 	err := b.src.Close()
+	b.attemptDone()
+	return err
+}
+
+// attemptDone ends the first attempt's use of the copy without closing the
+// caller's body (idempotent). The handler calls it once ReverseProxy has
+// returned, because the transport never closes this body: ReverseProxy
+// hands it a wrapper whose Close does nothing but refuse later Reads. A
+// Read already under way when the copy is given up finds keep false and
+// copies nothing.
+func (b *replayBody) attemptDone() {
 	b.mu.Lock()
 	if !b.closed {
 		b.closed = true
 		b.unrefLocked()
 	}
 	b.mu.Unlock()
-	return err
 }
 
 // done is the handler's release: no resend can start after it.
