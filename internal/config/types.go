@@ -30,7 +30,7 @@ type Server struct {
 	// ResendBufferBytes caps the memory all requests together hold in
 	// copies of their bodies (up to 1 MiB each), kept so that an upstream 401
 	// can be answered by a resend. A body beyond it streams without a copy.
-	// Default 8 MiB.
+	// Default 4 MiB.
 	ResendBufferBytes int64 `yaml:"resend_buffer_bytes"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -281,7 +281,7 @@ func Default() Config {
 		Server: Server{
 			Listen:            ":8080",
 			MaxBodyBytes:      32 << 20,
-			ResendBufferBytes: 8 << 20,
+			ResendBufferBytes: 4 << 20,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       30 * time.Second,
 			IdleTimeout:       120 * time.Second,
