@@ -128,6 +128,7 @@ type exchange struct {
 	status         int               // the status answered, for the access line
 	elapsed        time.Duration     // the time taken, for the access line
 	logField       [1]zap.Field      // the access line's one (inlined) field
+	whole          wholeBody         // the upstream response body, when it is read whole
 	deadline       context.Context
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
@@ -436,11 +437,17 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	}
 	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
 	delete(res.Header, "X-Request-Id")
-	if ex := exchangeFrom(res.Request.Context()); ex != nil {
+	ex := exchangeFrom(res.Request.Context())
+	if ex != nil {
 		h.observeUpstream(ex, res)
 	}
 	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody {
-		res.Body = &wholeBody{rc: res.Body}
+		if ex != nil {
+			ex.whole.rc = res.Body // in the exchange: no allocation per response
+			res.Body = &ex.whole
+		} else {
+			res.Body = &wholeBody{rc: res.Body}
+		}
 	}
 	return nil
 }
