@@ -399,9 +399,9 @@ func TestResponsesStreamToTheCaller(t *testing.T) {
 // TestResendMemoryIsReturned: the copies kept for a resend go back to the
 // resend memory after each request. ReverseProxy never lets the transport
 // close the handler's body, so a copy released only on that Close was never
-// released: after 8 MiB of copies (server.resend_buffer_bytes) no body was
-// copied again, and every later 401 on such a body was relayed instead of
-// resent.
+// released: after server.resend_buffer_bytes of copies (8 MiB by default
+// then) no body was copied again, and every later 401 on such a body was
+// relayed instead of resent.
 func TestResendMemoryIsReturned(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "server:\n  resend_buffer_bytes: 2097152\n"})
 	head := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"`

@@ -178,10 +178,10 @@ func (r *replayReader) Read(p []byte) (int, error) {
 	// reference is gone the chunks belong to the pool and other requests.
 	r.b.mu.Lock()
 	defer r.b.mu.Unlock()
-	if r.closed || !r.b.keep || r.b.chunks == nil {
+	if r.closed || !r.b.keep { // released: the chunks may be another request's
 		return 0, io.ErrClosedPipe
 	}
-	if r.off >= r.size {
+	if r.off >= r.size { // an empty body has no chunks at all
 		return 0, io.EOF
 	}
 	c := r.b.chunks[r.off/replayChunk]

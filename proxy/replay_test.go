@@ -95,3 +95,26 @@ func TestReplayBodyCaps(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayBodyEmpty: an empty body of unknown length (chunked, "0\r\n\r\n")
+// has no chunks, and its resend reads an empty body, not an error.
+func TestReplayBodyEmpty(t *testing.T) {
+	pool := newReplayPool(1 << 20)
+	rb := newReplayBody(io.NopCloser(bytes.NewReader(nil)), pool, retryBufferMax)
+	if got, err := io.ReadAll(rb); err != nil || len(got) != 0 {
+		t.Fatalf("first attempt: %q, %v", got, err)
+	}
+	again, err := rb.getBody()
+	if err != nil {
+		t.Fatalf("an empty body read to its end is not replayable: %v", err)
+	}
+	if got, err := io.ReadAll(again); err != nil || len(got) != 0 {
+		t.Fatalf("resend: %q, %v; want an empty body", got, err)
+	}
+	rb.attemptDone()
+	rb.done()
+	again.Close()
+	if n, err := again.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("read after release: %d, %v", n, err)
+	}
+}

@@ -22,7 +22,8 @@ import (
 // proxy is taken from the environment (packages never read it; an
 // HTTPS_PROXY meant for something else must not reroute the API key). The
 // token client shares it, so token calls reuse the proxy's connections.
-// Its connections send large request bodies in large writes (uploadConn).
+// Over plain HTTP, its connections send large request bodies of known
+// length in large writes (uploadConn).
 func NewTransport(u config.Upstream) (*http.Transport, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if u.CAFile != "" {
@@ -103,11 +104,14 @@ func uploadDialer(dial func(ctx context.Context, network, addr string) (net.Conn
 }
 
 // uploadConn is an upstream connection whose ReadFrom copies through a
-// large buffer. net/http's transport writes a request body with
-// io.Copy(conn, io.LimitReader(body, n)), which ends up here. Over plain
-// HTTP each read of the caller's body becomes one write(2) of up to
-// uploadBufSize; over TLS the transport writes through tls.Conn, which
-// never calls it. With every buffer in use, it copies as net/http would.
+// large buffer. net/http's transport writes a request body of known length
+// with io.Copy(conn, io.LimitReader(body, n)), which ends up here: over
+// plain HTTP each read of the caller's body becomes one write(2) of up to
+// uploadBufSize. Over TLS the transport writes through tls.Conn, and a
+// body of unknown length goes through its chunked writer: neither calls
+// ReadFrom, and both write 32 KiB at a time as before. A buffer is held
+// until the transport has written the whole body, so slow uploaders can
+// take all of them; the others then copy as net/http would.
 type uploadConn struct {
 	net.Conn
 	bufs *uploadBuffers

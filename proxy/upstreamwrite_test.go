@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -106,11 +107,13 @@ func TestSmallBodyGoesUpstreamInOneWrite(t *testing.T) {
 	}
 }
 
-// writeCounter is a ResponseWriter that keeps every Write.
+// writeCounter is a ResponseWriter that keeps every Write and closes
+// wrote at the first.
 type writeCounter struct {
 	h      http.Header
 	code   int
 	writes [][]byte
+	wrote  chan struct{}
 }
 
 func (w *writeCounter) Header() http.Header { return w.h }
@@ -122,6 +125,9 @@ func (w *writeCounter) WriteHeader(code int) {
 func (w *writeCounter) Write(p []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
+	}
+	if len(w.writes) == 0 {
+		close(w.wrote)
 	}
 	w.writes = append(w.writes, bytes.Clone(p))
 	return len(p), nil
@@ -135,6 +141,7 @@ func (w *writeCounter) Flush() {}
 // streams: its first part reaches the caller before the rest exists.
 func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 	first := bytes.Repeat([]byte("a"), 10<<10)
+	var current atomic.Pointer[writeCounter] // the subtest's caller
 	wrap := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/v1/esign_templates" {
@@ -154,7 +161,16 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(first)
 			http.NewResponseController(w).Flush()
-			time.Sleep(30 * time.Millisecond) // the rest arrives in a later read
+			if size > copyBufSize || chunked {
+				// A streamed body's first part reaches the caller before
+				// the rest exists: wait for it (a held body never comes).
+				select {
+				case <-current.Load().wrote:
+				case <-time.After(5 * time.Second):
+				}
+			} else {
+				time.Sleep(30 * time.Millisecond) // the rest arrives in a later read
+			}
 			_, _ = w.Write(bytes.Repeat([]byte("b"), size-len(first)))
 		})
 	}
@@ -170,7 +186,8 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest("GET", "/v1/esign_templates?case="+strings.Fields(tc.name)[0], nil)
 			req.RemoteAddr = "127.0.0.1:40000"
-			w := &writeCounter{h: http.Header{}}
+			w := &writeCounter{h: http.Header{}, wrote: make(chan struct{})}
+			current.Store(w)
 			h.ServeHTTP(w, req)
 			if w.code != http.StatusOK {
 				t.Fatalf("status %d", w.code)

@@ -54,8 +54,9 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // With net/http's 4 KiB connection buffer, a 64 KB JSON answer then costs
 // two write(2)s: the head with the body's first bytes, and the rest. Read
 // as it arrives, the same answer took three (gobare's too), and every
-// write wakes the caller's reader. Pages of a buffer are touched only as
-// far as a body fills them, so most of a buffer never counts in the RSS.
+// write wakes the caller's reader. Each response being copied holds one
+// buffer; a pooled buffer reused from the GC's spans is zeroed, so it is
+// resident whole (the rig's RSS: 27.2 MB on dl64k with 64 connections).
 const copyBufSize = 128 << 10
 
 // bufferPool recycles ReverseProxy's copy buffers. It pools array pointers,
