@@ -225,6 +225,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		UpstreamTimeout:   cfg.Upstream.Timeout,
 		Metrics:           g.Metrics,
 		Logger:            log,
+		AccessLog:         logs.Access,
 		AuditLogger:       logs.Audit.Named("audit"),
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus)

@@ -1,0 +1,31 @@
+package proxy
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// AccessFields are an access line's values, for tests outside the package.
+type AccessFields struct {
+	ID, Caller, Route, Method, Code string
+	Status, UpstreamStatus          int
+	Elapsed                         time.Duration
+	BytesIn, BytesOut               int64
+}
+
+func (f AccessFields) exchange() *exchange {
+	ex := &exchange{id: f.ID, caller: f.Caller, route: f.Route, method: f.Method, code: f.Code,
+		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed}
+	ex.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
+	return ex
+}
+
+// WriteAccessLine writes f's access line through a, stamped now.
+func WriteAccessLine(a *AccessLog, now time.Time, f AccessFields) { a.write(now, f.exchange()) }
+
+// WriteAccessLineZap writes f's access line through l, as the handler does
+// when it has no AccessLog.
+func WriteAccessLineZap(l *zap.Logger, f AccessFields) {
+	l.Info("request", zap.Inline(accessLine{f.exchange()}))
+}
