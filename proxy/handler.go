@@ -68,20 +68,23 @@ type Handler struct {
 	rp       *httputil.ReverseProxy
 	ids      *idGen
 	replay   *replayPool
-	log      *zap.Logger
-	audit    *zap.Logger
-	basePath string
+	// deadlines enforces upstream.timeout on every exchange in flight.
+	deadlines *deadlines
+	log       *zap.Logger
+	audit     *zap.Logger
+	basePath  string
 }
 
 // New builds the handler.
 func New(o Options) *Handler {
 	h := &Handler{
-		opts:     o,
-		ids:      newIDGen(),
-		replay:   newReplayPool(o.ResendBufferBytes),
-		log:      o.Logger.Named("access"),
-		audit:    o.AuditLogger,
-		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
+		opts:      o,
+		ids:       newIDGen(),
+		replay:    newReplayPool(o.ResendBufferBytes),
+		deadlines: newDeadlines(o.UpstreamTimeout),
+		log:       o.Logger.Named("access"),
+		audit:     o.AuditLogger,
+		basePath:  strings.TrimSuffix(o.Upstream.Path, "/"),
 	}
 	if h.audit == nil {
 		h.audit = o.Logger.Named("audit")
@@ -133,6 +136,7 @@ type exchange struct {
 	logField       [1]zap.Field      // the access line's one (inlined) field
 	whole          wholeBody         // the upstream response body, when it is read whole
 	deadline       context.Context
+	up             upstreamCtx   // deadline's base: see deadlines
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
 	// auditRoute is the sensitive route the path resolves to, whatever the
@@ -260,11 +264,12 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		return ge
 	}
 	ex.pm = h.children.Load().pair(ex.caller, ex.route)
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.UpstreamTimeout)
-	defer cancel()
+	// upstream.timeout, and the caller leaving, cancel ctx; it carries the
+	// exchange for the transport and ModifyResponse.
+	ctx := h.deadlines.begin(&ex.up, r.Context(), ex)
+	defer h.deadlines.end(&ex.up)
 	ex.deadline = ctx
-	// The exchange on top: the transport and ModifyResponse find it first.
-	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
+	h.rp.ServeHTTP(w, r.WithContext(ctx))
 	if ex.tok != nil {
 		// Trailers are still to be sent from this map: an upstream's echo of
 		// the token goes like its header echo does.
@@ -466,7 +471,7 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		ge = ex.fail
 	case err == errNotForwardable:
 		ge = errUpstreamUnavailable
-	case ex.deadline != nil && ex.deadline.Err() == context.DeadlineExceeded:
+	case ex.deadline != nil && context.Cause(ex.deadline) == context.DeadlineExceeded:
 		ge = errUpstreamTimeout
 		if ex.body.rc != nil && !ex.body.eof.Load() && ex.upstreamStatus == 0 {
 			// The body was still arriving when time ran out: the upstream
@@ -474,7 +479,7 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 			ge = errBodyTimeout
 			w.Header().Set("Connection", "close")
 		}
-	case r.Context().Err() != nil:
+	case ex.up.caller != nil && ex.up.caller.Err() != nil:
 		// The caller went away; nobody reads an answer. 499 is the log's word for it.
 		ex.code = "client_closed"
 		if rw, ok := w.(*responseWriter); ok {

@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+type ctxKey struct{}
+
+func (d *deadlines) listed() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for c := d.head; c != nil; c = c.next {
+		n++
+	}
+	return n
+}
+
+func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(within):
+		t.Fatalf("context not cancelled within %v", within)
+	}
+}
+
+func TestDeadlinesCancelAtTheTimeout(t *testing.T) {
+	d := newDeadlines(150 * time.Millisecond)
+	caller := context.WithValue(context.Background(), ctxKey{}, "v")
+	var a, b, c upstreamCtx
+	exA, exB := &exchange{}, &exchange{}
+	start := time.Now()
+	ca := d.begin(&a, caller, exA)
+	cb := d.begin(&b, caller, exB)
+	if dl, ok := ca.Deadline(); !ok || dl.Before(start.Add(150*time.Millisecond)) || dl.After(time.Now().Add(150*time.Millisecond)) {
+		t.Fatalf("Deadline() = %v, %v; want upstream.timeout from begin", dl, ok)
+	}
+	if exchangeFrom(ca) != exA || exchangeFrom(cb) != exB || ca.Value(ctxKey{}) != "v" {
+		t.Fatal("the context must carry its exchange and the caller's values")
+	}
+	d.end(&b) // over before its deadline
+	if context.Cause(cb) != context.Canceled {
+		t.Fatalf("ended: cause %v, want Canceled", context.Cause(cb))
+	}
+	time.Sleep(50 * time.Millisecond)
+	cc := d.begin(&c, caller, &exchange{}) // begins 50ms later, so expires 50ms later
+	waitDone(t, ca, 2*time.Second)
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Fatalf("cancelled after %v, before the 150ms timeout", took)
+	}
+	if context.Cause(ca) != context.DeadlineExceeded {
+		t.Fatalf("cause %v, want DeadlineExceeded", context.Cause(ca))
+	}
+	if cc.Err() != nil {
+		t.Fatal("a later exchange was cancelled with the first")
+	}
+	waitDone(t, cc, 2*time.Second)
+	if context.Cause(cc) != context.DeadlineExceeded {
+		t.Fatalf("cause %v, want DeadlineExceeded", context.Cause(cc))
+	}
+	d.end(&a)
+	d.end(&c)
+	if n := d.listed(); n != 0 {
+		t.Fatalf("%d exchanges still listed", n)
+	}
+}
+
+func TestDeadlinesFollowTheCaller(t *testing.T) {
+	d := newDeadlines(time.Minute)
+	// A caller that leaves a young exchange, and one that leaves an exchange
+	// already watched.
+	for _, age := range []time.Duration{0, 5 * watchAfter} {
+		caller, leave := context.WithCancelCause(context.Background())
+		var c upstreamCtx
+		ctx := d.begin(&c, caller, &exchange{})
+		// Something derived from it, as the transport derives its own.
+		child, stop := context.WithCancel(ctx)
+		time.Sleep(age)
+		if ctx.Err() != nil {
+			t.Fatal("cancelled while the caller is there")
+		}
+		gone := errors.New("caller gone")
+		left := time.Now()
+		leave(gone)
+		waitDone(t, child, 2*time.Second)
+		if took := time.Since(left); took > watchAfter+500*time.Millisecond {
+			t.Errorf("age %v: noticed %v after the caller left", age, took)
+		}
+		if context.Cause(ctx) != gone {
+			t.Errorf("age %v: cause %v, want the caller's", age, context.Cause(ctx))
+		}
+		stop()
+		d.end(&c)
+	}
+	if n := d.listed(); n != 0 {
+		t.Fatalf("%d exchanges still listed", n)
+	}
+}
+
+func TestDeadlinesEndStopsTheWatch(t *testing.T) {
+	d := newDeadlines(time.Minute)
+	caller, leave := context.WithCancel(context.Background())
+	var c upstreamCtx
+	ctx := d.begin(&c, caller, &exchange{})
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		d.mu.Lock()
+		watched := c.stopWatch != nil
+		d.mu.Unlock()
+		if watched {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the caller of an old exchange is never watched")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.end(&c)
+	if c.stopWatch != nil || c.listed {
+		t.Fatal("end left the watch or the listing")
+	}
+	leave()
+	if context.Cause(ctx) != context.Canceled {
+		t.Fatalf("cause %v", context.Cause(ctx))
+	}
+}
+
+// Exchanges begin and end concurrently in any order; the ones that outlive
+// the timeout, and only those, are cancelled with DeadlineExceeded, and the
+// list ends empty.
+func TestDeadlinesConcurrent(t *testing.T) {
+	const timeout = 60 * time.Millisecond
+	d := newDeadlines(timeout)
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for i := range 400 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c upstreamCtx
+			ctx := d.begin(&c, context.Background(), &exchange{})
+			if i%10 == 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					errs <- errors.New("a long exchange never timed out")
+				}
+				if context.Cause(ctx) != context.DeadlineExceeded {
+					errs <- errors.New("a long exchange ended without DeadlineExceeded")
+				}
+			} else {
+				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+				if ctx.Err() != nil && time.Since(c.start) < timeout {
+					errs <- errors.New("a short exchange was cancelled early")
+				}
+			}
+			d.end(&c)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := d.listed(); n != 0 {
+		t.Fatalf("%d exchanges still listed", n)
+	}
+}
