@@ -1,7 +1,7 @@
 // Package proxy is faxgate's request path: it names the caller, resolves the
 // request-target to exactly one route, applies policy and rate limits,
 // strips caller credentials, injects the Bearer token and relays the exchange
-// with the upstream through httputil.ReverseProxy.
+// with the upstream (forward.go).
 package proxy
 
 import (
@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -62,15 +61,17 @@ type Options struct {
 
 // Handler is the proxy listener's http.Handler.
 type Handler struct {
-	opts     Options
-	rules    atomic.Pointer[policy.Rules]
-	children atomic.Pointer[metricCache] // of the rules in force
-	rp       *httputil.ReverseProxy
-	ids      *idGen
-	replay   *replayPool
+	opts      Options
+	rules     atomic.Pointer[policy.Rules]
+	children  atomic.Pointer[metricCache] // of the rules in force
+	transport *authTransport
+	bufs      *bufferPool // response copy buffers
+	ids       *idGen
+	replay    *replayPool
 	// deadlines enforces upstream.timeout on every exchange in flight.
 	deadlines *deadlines
 	log       *zap.Logger
+	errlog    *zap.Logger // a failed read of an upstream answer
 	audit     *zap.Logger
 	basePath  string
 }
@@ -83,6 +84,9 @@ func New(o Options) *Handler {
 		replay:    newReplayPool(o.ResendBufferBytes),
 		deadlines: newDeadlines(o.UpstreamTimeout),
 		log:       o.Logger.Named("access"),
+		errlog:    o.Logger.Named("reverseproxy"),
+		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
+		bufs:      newBufferPool(),
 		audit:     o.AuditLogger,
 		basePath:  strings.TrimSuffix(o.Upstream.Path, "/"),
 	}
@@ -90,14 +94,6 @@ func New(o Options) *Handler {
 		h.audit = o.Logger.Named("audit")
 	}
 	h.SetRules(o.Rules)
-	h.rp = &httputil.ReverseProxy{
-		Rewrite:        h.rewrite,
-		Transport:      &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
-		ModifyResponse: h.modifyResponse,
-		ErrorHandler:   h.errorHandler,
-		BufferPool:     newBufferPool(),
-		ErrorLog:       zap.NewStdLog(o.Logger.Named("reverseproxy")),
-	}
 	return h
 }
 
@@ -137,6 +133,9 @@ type exchange struct {
 	whole          wholeBody         // the upstream response body, when it is read whole
 	deadline       context.Context
 	up             upstreamCtx   // deadline's base: see deadlines
+	outURL         url.URL       // the outgoing request's URL
+	guard          guardedBody   // the outgoing request's body, most often
+	traceState                   // the 1xx relay's
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
 	// auditRoute is the sensitive route the path resolves to, whatever the
@@ -236,7 +235,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		return routeMethod(tgt.Route)
 	}
 	// No protocol switch passes the gateway (contract section 5): Upgrade is
-	// removed, so ReverseProxy never attempts one and the request is served
+	// removed, so the forward never attempts one and the request is served
 	// as the plain HTTP it also is (curl --http2 offers h2c on every request).
 	delete(r.Header, "Upgrade")
 	if rules.Limiter != nil {
@@ -269,7 +268,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	ctx := h.deadlines.begin(&ex.up, r.Context(), ex)
 	defer h.deadlines.end(&ex.up)
 	ex.deadline = ctx
-	h.rp.ServeHTTP(w, r.WithContext(ctx))
+	h.forward(w, r, ex, ctx)
 	if ex.tok != nil {
 		// Trailers are still to be sent from this map: an upstream's echo of
 		// the token goes like its header echo does.
@@ -420,48 +419,21 @@ func (ex *exchange) getBody() (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(ex.buffered)), nil
 }
 
-func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
-	ex := exchangeFrom(pr.In.Context())
-	u := h.opts.Upstream
-	out := pr.Out
-	out.URL.Scheme = u.Scheme
-	out.URL.Host = u.Host
-	out.URL.Path = h.basePath + ex.target.Path
-	out.URL.RawPath = ""
-	out.URL.RawQuery = ex.target.RawQuery
-	out.URL.ForceQuery = false
-	out.URL.Fragment, out.URL.RawFragment = "", ""
-	out.Host = ""
-	stripRequestHeaders(out.Header, ex.rules.IdentityHeader)
-	// Request trailers carry nothing the upstream API uses, and would be
-	// headers no policy looked at.
-	out.Trailer = nil
-	out.Header["X-Request-Id"] = ex.idHeader
-}
-
-func (h *Handler) modifyResponse(res *http.Response) error {
-	if res.StatusCode == http.StatusSwitchingProtocols {
-		return errNotForwardable
-	}
+// relayedResponse notes what the gateway learns from an upstream answer
+// and prepares it for relaying.
+func (h *Handler) relayedResponse(ex *exchange, res *http.Response) {
 	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
 	delete(res.Header, "X-Request-Id")
-	ex := exchangeFrom(res.Request.Context())
-	if ex != nil {
-		h.observeUpstream(ex, res)
+	h.observeUpstream(ex, res)
+	// An event stream goes out event by event (copyResponse), whatever its length.
+	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody && !isEventStream(res.Header) {
+		ex.whole.rc = res.Body // in the exchange: no allocation per response
+		res.Body = &ex.whole
 	}
-	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody {
-		if ex != nil {
-			ex.whole.rc = res.Body // in the exchange: no allocation per response
-			res.Body = &ex.whole
-		} else {
-			res.Body = &wholeBody{rc: res.Body}
-		}
-	}
-	return nil
 }
 
-func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	ex := exchangeFrom(r.Context())
+// upstreamError answers a request the upstream did not answer in full.
+func (h *Handler) upstreamError(w *responseWriter, ex *exchange, err error) {
 	var ge *gatewayError
 	switch {
 	case ex.body.err != nil:
@@ -482,14 +454,12 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 	case ex.up.caller != nil && ex.up.caller.Err() != nil:
 		// The caller went away; nobody reads an answer. 499 is the log's word for it.
 		ex.code = "client_closed"
-		if rw, ok := w.(*responseWriter); ok {
-			rw.status = 499
-		}
+		w.status = 499
 		return
 	default:
 		ge = errUpstreamUnavailable
 	}
-	h.refuse(w.(*responseWriter), ex, ge)
+	h.refuse(w, ex, ge)
 }
 
 // refuse answers with the gateway's envelope and counts the denial.
@@ -505,7 +475,7 @@ func (h *Handler) refuse(w *responseWriter, ex *exchange, ge *gatewayError) {
 // finish writes the access line, the audit line and the request metrics.
 func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	if ex.replay != nil {
-		// ReverseProxy has returned (or never ran): no first attempt reads
+		// The forward has returned (or never ran): no first attempt reads
 		// the body any more, and no resend can start.
 		ex.replay.attemptDone()
 		ex.replay.done()

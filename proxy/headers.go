@@ -11,40 +11,33 @@ import (
 // caller credentials, forwarding claims a caller could forge, method and URL
 // overrides that would make the upstream act on another route than the one
 // policy checked, hop-by-hop headers, and the gateway's own control headers.
-// ReverseProxy already removes the standard hop-by-hop set and every header
-// named in Connection; they are listed again so the rule does not depend on it.
+// Every header named in Connection is dropped too (outgoingHeader).
 var strippedRequestHeaders = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
 	"Api-Key", "X-Auth-Token", "X-Access-Token",
 	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
 	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
 	"X-Original-Url", "X-Rewrite-Url", "X-Override-Url", "X-Original-Uri", "X-Envoy-Original-Path",
-	"Connection", "Proxy-Connection", "Keep-Alive", "Upgrade", "Te", "Trailer",
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Upgrade", "Te", "Trailer",
 	"Transfer-Encoding", "Http2-Settings",
 	"X-Forwarded-Client-Cert", policy.ConfirmHeader,
 }
 
-// stripRequestHeaders removes, in place, everything the gateway does not
-// forward; identity is the configured identity header.
-func stripRequestHeaders(h http.Header, identity string) {
-	// One pass over the request's few headers, each looked up in the set,
-	// rather than a delete (a hash) per listed name.
-	for k := range h {
-		if strippedRequestHeader[k] || k == identity || strings.HasPrefix(k, "X-Forwarded-") {
-			delete(h, k)
-			continue
-		}
-		// CGI-style servers (PHP, Rack, WSGI, many frameworks on top of
-		// them) read "X_Http_Method_Override" and "X-Http-Method-Override"
-		// as one variable, HTTP_X_HTTP_METHOD_OVERRIDE: an underscore
-		// spelling of a stripped header is that header.
-		if strings.IndexByte(k, '_') >= 0 {
-			d := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-			if strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-") {
-				delete(h, k)
-			}
-		}
+// strippedRequestName reports whether a request header named k is not
+// forwarded; identity is the configured identity header.
+func strippedRequestName(k, identity string) bool {
+	if strippedRequestHeader[k] || k == identity || strings.HasPrefix(k, "X-Forwarded-") {
+		return true
 	}
+	// CGI-style servers (PHP, Rack, WSGI, many frameworks on top of them)
+	// read "X_Http_Method_Override" and "X-Http-Method-Override" as one
+	// variable, HTTP_X_HTTP_METHOD_OVERRIDE: an underscore spelling of a
+	// stripped header is that header.
+	if strings.IndexByte(k, '_') >= 0 {
+		d := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		return strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-")
+	}
+	return false
 }
 
 // strippedRequestHeader is strippedRequestHeaders as a set.

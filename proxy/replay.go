@@ -17,7 +17,7 @@ import (
 //
 // RoundTrip may close a body after it returns, so the chunks go back to the
 // pool only when every reader of them is done: the first attempt over (its
-// body closed, or ReverseProxy returned), the resend's body (if any)
+// body closed, or the forward returned), the resend's body (if any)
 // closed, and the handler finished.
 
 // replayChunk is the unit of a copy.
@@ -125,9 +125,10 @@ func (b *replayBody) Close() error {
 }
 
 // attemptDone ends the first attempt's use of the copy without closing the
-// caller's body (idempotent). The handler calls it once ReverseProxy has
-// returned, because the transport never closes this body: ReverseProxy
-// hands it a wrapper whose Close does nothing but refuse later Reads. A
+// caller's body (idempotent). The handler calls it once the forward has
+// returned, because the transport never closes this body: the forward
+// hands it a wrapper (guardedBody) whose Close does nothing but refuse
+// later Reads. A
 // Read already under way when the copy is given up finds keep false and
 // copies nothing.
 func (b *replayBody) attemptDone() {

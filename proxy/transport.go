@@ -31,16 +31,6 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
-	if ex.memBody != nil && req.ContentLength == int64(len(ex.buffered)) {
-		// ReverseProxy wraps the body in a reader net/http cannot tell is in
-		// memory, so the transport would flush the headers in a write(2) of
-		// their own. The bytes were read whole into a buffer of this request
-		// that nothing else reuses: the unwrapped reader (a bytes.Reader in
-		// io.NopCloser, which net/http recognises) lets headers and body go
-		// in one write. req is ReverseProxy's own clone, and this is its
-		// only attempt (a resend reads GetBody).
-		req.Body = ex.memBody
-	}
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {

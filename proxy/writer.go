@@ -19,7 +19,7 @@ type responseWriter struct {
 
 func (w *responseWriter) WriteHeader(code int) {
 	if code < 200 && !w.wroteHeader {
-		// ReverseProxy relays an upstream 1xx by copying its headers here and
+		// The forward relays an upstream 1xx by copying its headers here and
 		// then clearing the map: scrub them like any upstream header, and
 		// give the final answer its X-Request-Id back below.
 		w.informational = true
@@ -49,7 +49,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 // Unwrap exposes the underlying writer to http.ResponseController.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// copyBufSize is the size of ReverseProxy's copy buffers, and the largest
+// copyBufSize is the size of the response copy buffers, and the largest
 // response body the gateway sends to the caller in one piece (wholeBody).
 // With net/http's 4 KiB connection buffer, a 64 KB JSON answer then costs
 // two write(2)s: the head with the body's first bytes, and the rest. Read
@@ -59,7 +59,7 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // resident whole (the rig's RSS: 27.2 MB on dl64k with 64 connections).
 const copyBufSize = 128 << 10
 
-// bufferPool recycles ReverseProxy's copy buffers. It pools array pointers,
+// bufferPool recycles the response copy buffers. It pools array pointers,
 // which a slice converts to and from without an allocation (a *[]byte would
 // cost one on every Put).
 type bufferPool struct{ p sync.Pool }
@@ -79,7 +79,7 @@ func (bp *bufferPool) Put(b []byte) {
 }
 
 // wholeBody is an upstream response body of known length, at most
-// copyBufSize, that ReverseProxy's copy gets in one Read: each Read fills p
+// copyBufSize, that the response copy gets in one Read: each Read fills p
 // or reaches the end. The caller cannot use part of such an answer (the
 // API answers JSON), and it gets the whole in one Write rather than one
 // per socket read. Bodies of unknown length or larger stream as they come.

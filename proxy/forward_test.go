@@ -1,0 +1,175 @@
+package proxy_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/faxgate/faxgate/internal/gatewaytest"
+)
+
+// upstreamHeaders records the request headers its path got and answers
+// with the headers the test sets.
+type upstreamHeaders struct {
+	mu   sync.Mutex
+	got  http.Header
+	answ map[string][]string
+}
+
+func (u *upstreamHeaders) wrap(path string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != path {
+				next.ServeHTTP(w, r)
+				return
+			}
+			u.mu.Lock()
+			u.got = r.Header.Clone()
+			for k, vs := range u.answ {
+				w.Header()[k] = vs
+			}
+			u.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"status":1}`)
+		})
+	}
+}
+
+// The upstream gets no User-Agent when the caller sent none (not Go's),
+// and the caller's when it sent one; the upstream's hop-by-hop headers,
+// and those its Connection names, do not reach the caller; an upstream
+// header the gateway also sets is added to the gateway's, never replaces
+// it; the upstream's X-Request-Id never replaces the gateway's.
+func TestForwardHeaders(t *testing.T) {
+	u := &upstreamHeaders{answ: map[string][]string{
+		"Connection":      {"X-Hop-Named"},
+		"X-Hop-Named":     {"1"},
+		"Keep-Alive":      {"timeout=5"},
+		"Te":              {"trailers"},
+		"X-Kept":          {"a", "b"},
+		"X-Request-Id":    {"from-upstream"},
+		"Ratelimit-Limit": {"7"},
+	}}
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: u.wrap("/v1/esign_templates")})
+
+	out := g.Raw(t, "GET /v1/esign_templates HTTP/1.1\r\nHost: x\r\nX-Request-Id: req-1\r\nConnection: close\r\n\r\n", 5*time.Second)
+	if !strings.HasPrefix(out, "HTTP/1.1 200 ") {
+		t.Fatalf("answer: %q", out)
+	}
+	u.mu.Lock()
+	got := u.got
+	u.mu.Unlock()
+	if vs, ok := got["User-Agent"]; ok {
+		t.Errorf("the caller sent no User-Agent; the upstream got %q", vs)
+	}
+	head, _, _ := strings.Cut(out, "\r\n\r\n")
+	for _, bad := range []string{"X-Hop-Named", "Keep-Alive", "\r\nTe:", "from-upstream"} {
+		if strings.Contains(head, bad) {
+			t.Errorf("the caller got %q:\n%s", bad, head)
+		}
+	}
+	for _, want := range []string{"\r\nX-Kept: a\r\nX-Kept: b\r\n", "\r\nX-Request-Id: req-1\r\n", "\r\nRatelimit-Limit: 7\r\n"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the caller did not get %q:\n%s", want, head)
+		}
+	}
+	if strings.Count(head, "Ratelimit-Limit:") != 2 {
+		t.Errorf("want the gateway's RateLimit-Limit and the upstream's, both:\n%s", head)
+	}
+
+	resp, _ := g.Do(t, "GET", "/v1/esign_templates", "", "User-Agent", "billing/1.2")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	u.mu.Lock()
+	got = u.got
+	u.mu.Unlock()
+	if v := got.Values("User-Agent"); len(v) != 1 || v[0] != "billing/1.2" {
+		t.Errorf("upstream User-Agent = %q, want the caller's", v)
+	}
+}
+
+// An answer that breaks off after its head is not passed off as whole:
+// the caller's connection is aborted, with a declared length or chunked.
+func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/faxes/download" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if r.URL.Query().Get("job_id") == "sized" {
+				w.Header().Set("Content-Length", "100000")
+			}
+			w.Header().Set("Content-Type", "application/pdf")
+			_, _ = io.WriteString(w, "%PDF-1.7 a start")
+			http.NewResponseController(w).Flush()
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = c.Close()
+			}
+		})
+	}})
+	for _, job := range []string{"sized", "chunked"} {
+		resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=" + job)
+		if err != nil {
+			continue // aborted before the head went out (a sized answer is read whole first)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("%s: the caller read %d bytes and a clean end of a broken answer", job, len(body))
+		}
+	}
+}
+
+// An event stream of known length is flushed as it comes, like an
+// answer of unknown length.
+func TestEventStreamIsFlushed(t *testing.T) {
+	release := make(chan struct{})
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/faxes/download" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			first, second := "data: one\n\n", "data: two\n\n"
+			w.Header().Set("Content-Type", " Text/Event-Stream ; charset=utf-8")
+			w.Header().Set("Content-Length", "22")
+			_, _ = io.WriteString(w, first)
+			http.NewResponseController(w).Flush()
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			_, _ = io.WriteString(w, second)
+		})
+	}})
+	resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 11)
+		n, _ := io.ReadFull(resp.Body, buf)
+		got <- string(buf[:n])
+	}()
+	select {
+	case s := <-got:
+		if s != "data: one\n\n" {
+			t.Fatalf("first event = %q", s)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the first event did not reach the caller before the upstream finished")
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	if string(rest) != "data: two\n\n" {
+		t.Fatalf("rest = %q", rest)
+	}
+}
