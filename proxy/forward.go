@@ -108,7 +108,8 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx 
 		panic(http.ErrAbortHandler)
 	}
 	res.Body.Close() // now, so that res.Trailer is filled in
-	if len(res.Trailer) > 0 {
+	ex.trailers = len(res.Trailer) > 0
+	if ex.trailers {
 		// A trailer forces chunking: net/http must not compute a
 		// Content-Length for a short body and drop the trailers.
 		_ = http.NewResponseController(w).Flush()

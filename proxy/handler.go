@@ -136,6 +136,7 @@ type exchange struct {
 	outURL         url.URL       // the outgoing request's URL
 	guard          guardedBody   // the outgoing request's body, most often
 	traceState                   // the 1xx relay's
+	trailers       bool          // the upstream's trailers were copied to the answer's header map
 	rules          *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	decision       policy.Decision
 	// auditRoute is the sensitive route the path resolves to, whatever the
@@ -269,9 +270,10 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	defer h.deadlines.end(&ex.up)
 	ex.deadline = ctx
 	h.forward(w, r, ex, ctx)
-	if ex.tok != nil {
+	if ex.trailers && ex.tok != nil {
 		// Trailers are still to be sent from this map: an upstream's echo of
-		// the token goes like its header echo does.
+		// the token goes like its header echo does. (The headers were
+		// scrubbed as they came, in the transport.)
 		scrubResponseHeaders(w.Header(), ex.tok.Value.Reveal())
 	}
 	return nil
