@@ -60,7 +60,7 @@ func appendAccessLine(b []byte, now time.Time, ex *exchange) []byte {
 	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(ex.status), 10)
 	b = append(b, `,"duration_ms":`...)
-	b = appendJSONFloat(b, float64(ex.elapsed.Microseconds())/1000)
+	b = appendMillis(b, ex.elapsed.Microseconds())
 	b = append(b, `,"bytes_in":`...)
 	b = strconv.AppendInt(b, ex.body.n, 10)
 	b = append(b, `,"bytes_out":`...)
@@ -70,6 +70,26 @@ func appendAccessLine(b []byte, now time.Time, ex *exchange) []byte {
 	b = append(b, `,"error":"`...)
 	b = appendJSONString(b, ex.code)
 	return append(b, "\"}\n"...)
+}
+
+// appendMillis appends us/1000 as zap encodes float64(us)/1000, without
+// the general float formatting: below 10^12 µs (31 years) a quotient with
+// at most three decimals is exactly the shortest decimal of that float.
+func appendMillis(b []byte, us int64) []byte {
+	if us < 0 || us >= 1e12 {
+		return appendJSONFloat(b, float64(us)/1000)
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	d := [4]byte{'.', byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 4
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
 }
 
 // appendJSONFloat is zap's float encoding: NaN and infinities as strings,

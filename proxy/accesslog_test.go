@@ -62,6 +62,19 @@ func TestAccessLineMatchesZap(t *testing.T) {
 	}
 }
 
+// Every duration_ms the fast path writes is zap's, at the edges of its
+// digits and of its range.
+func TestAccessLineDurations(t *testing.T) {
+	now := time.Date(2026, 11, 26, 1, 2, 3, 0, time.UTC)
+	for _, us := range []int64{0, 1, 9, 10, 99, 100, 101, 110, 999, 1000, 1001, 1010, 1100, 12345, 999999,
+		1e6, 123456789, 1e12 - 1, 1e12, 1e12 + 1, 1<<53 + 1, math.MaxInt64 / 1000, -1, -1500} {
+		fast, z := accessLines(t, now, proxy.AccessFields{Elapsed: time.Duration(us) * time.Microsecond})
+		if fast != z {
+			t.Errorf("%d µs:\n got: %s\nwant: %s", us, fast, z)
+		}
+	}
+}
+
 func TestAccessLineFollowsTheLevel(t *testing.T) {
 	var out bytes.Buffer
 	l, err := gateway.NewLogs(config.Log{Level: "warn", Format: "json"}, &out, 0)
