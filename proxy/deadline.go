@@ -7,9 +7,16 @@ import (
 )
 
 // watchAfter is how old an exchange gets before its caller's context is
-// watched. A caller that leaves a younger exchange is noticed when it
-// reaches this age: the upstream request is cancelled at most this late.
-const watchAfter = 10 * time.Millisecond
+// watched, and watchGap the least time between two passes that start
+// watches (so that exchanges living past watchAfter one after another are
+// watched in batches, not one timer run each). A caller that leaves a
+// younger exchange is noticed once it is watched: the upstream request is
+// cancelled at most watchAfter+watchGap late. (A caller gone before the
+// exchange begins is noticed at once.)
+const (
+	watchAfter = 10 * time.Millisecond
+	watchGap   = 5 * time.Millisecond
+)
 
 // upstreamCtx is the context of one exchange's upstream leg, the base of a
 // context.WithCancelCause. It carries the exchange and the caller's values,
@@ -58,6 +65,7 @@ type deadlines struct {
 	unwatched *upstreamCtx
 	timer     *time.Timer
 	armedFor  time.Time // zero when the timer is not armed
+	onFire    func()    // tests: called on every timer run
 }
 
 func newDeadlines(timeout time.Duration) *deadlines { return &deadlines{timeout: timeout} }
@@ -82,8 +90,20 @@ func (d *deadlines) begin(c *upstreamCtx, caller context.Context, ex *exchange) 
 	if d.unwatched == nil {
 		d.unwatched = c
 	}
-	d.arm(earliest(d.head.deadline, d.unwatched.start.Add(watchAfter)))
+	// The timer must fire by the head's deadline, exactly, and by the
+	// oldest unwatched exchange's watch time, give or take watchGap (so
+	// that a timer armed for a batch of watches is not moved up for each
+	// new exchange).
+	watch := d.unwatched.start.Add(watchAfter)
+	if d.armedFor.IsZero() || d.armedFor.After(d.head.deadline) || d.armedFor.After(watch.Add(watchGap)) {
+		d.arm(earliest(d.head.deadline, watch))
+	}
 	d.mu.Unlock()
+	if caller.Err() != nil {
+		// The caller left before the exchange began: nothing goes upstream
+		// (the transport gives up on a cancelled context before it dials).
+		cancel(context.Cause(caller))
+	}
 	return ctx
 }
 
@@ -140,6 +160,9 @@ func (d *deadlines) arm(at time.Time) {
 // fire cancels the exchanges past their deadline and starts watching the
 // callers of those old enough, then arms the timer for what comes next.
 func (d *deadlines) fire() {
+	if d.onFire != nil {
+		d.onFire()
+	}
 	now := time.Now()
 	var expired, watch []*upstreamCtx
 	d.mu.Lock()
@@ -155,7 +178,11 @@ func (d *deadlines) fire() {
 	if d.head != nil {
 		next := d.head.deadline
 		if d.unwatched != nil {
-			next = earliest(next, d.unwatched.start.Add(watchAfter))
+			watch := d.unwatched.start.Add(watchAfter)
+			if gap := now.Add(watchGap); watch.Before(gap) {
+				watch = gap
+			}
+			next = earliest(next, watch)
 		}
 		d.arm(next)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -170,5 +171,47 @@ func TestDeadlinesConcurrent(t *testing.T) {
 	}
 	if n := d.listed(); n != 0 {
 		t.Fatalf("%d exchanges still listed", n)
+	}
+}
+
+// A caller gone before its exchange begins sends nothing upstream: the
+// context is cancelled at once, not when the caller would be watched.
+func TestDeadlinesCallerAlreadyGone(t *testing.T) {
+	d := newDeadlines(time.Minute)
+	caller, leave := context.WithCancelCause(context.Background())
+	gone := errors.New("caller gone")
+	leave(gone)
+	var c upstreamCtx
+	ctx := d.begin(&c, caller, &exchange{})
+	if ctx.Err() == nil || context.Cause(ctx) != gone {
+		t.Fatalf("err %v, cause %v: want cancelled with the caller's cause at once", ctx.Err(), context.Cause(ctx))
+	}
+	d.end(&c)
+}
+
+// Exchanges that outlive watchAfter one after another are watched in
+// batches: the timer does not run once per exchange.
+func TestDeadlinesWatchInBatches(t *testing.T) {
+	d := newDeadlines(time.Minute)
+	var fires atomic.Int64
+	d.onFire = func() { fires.Add(1) }
+	cs := make([]upstreamCtx, 40)
+	for i := range cs {
+		d.begin(&cs[i], context.Background(), &exchange{})
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(watchAfter + 3*watchGap)
+	for i := range cs {
+		d.mu.Lock()
+		watched := cs[i].stopWatch != nil
+		d.mu.Unlock()
+		if !watched {
+			t.Fatalf("exchange %d is not watched", i)
+		}
+		d.end(&cs[i])
+	}
+	// 40 exchanges begun over about 40+ ms: without the gap, one run each.
+	if n := fires.Load(); n > 25 {
+		t.Fatalf("the timer ran %d times for 40 exchanges", n)
 	}
 }

@@ -87,7 +87,17 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx 
 		}
 	}
 	// The transport does not keep the Trailer header; announce what the
-	// upstream declared.
+	// upstream declared, but no trailer whose name holds the token (the
+	// transport's scrub saw values and names of headers, and the Trailer
+	// header's names only as res.Trailer's keys).
+	if ex.tok != nil {
+		tok := ex.tok.Value.Reveal()
+		for k := range res.Trailer {
+			if containsFold(k, tok) {
+				delete(res.Trailer, k)
+			}
+		}
+	}
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)

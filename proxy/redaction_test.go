@@ -72,6 +72,18 @@ func echoUpstream(seen *seenTokens) func(http.Handler) http.Handler {
 				w.(http.Flusher).Flush()
 				h.Set("X-Echo-Trailer", auth)
 				h.Set(http.TrailerPrefix+"X-Undeclared-Echo", auth)
+			case "/v1/echo/names":
+				// The token in a header's name and in a declared trailer's
+				// name; the gateway's parser canonicalizes both, changing
+				// their case.
+				c, bw, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Echo-%s: 1\r\n"+
+						"Trailer: X-Trailer-%s, X-Fine\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"+
+						"X-Trailer-%s: 1\r\nX-Fine: kept\r\n\r\n", tok, tok, tok)
+					_ = bw.Flush()
+					_ = c.Close()
+				}
 			case "/v1/echo/unauthorized":
 				h.Set("WWW-Authenticate", `Bearer realm="api", error="invalid_token", token="`+tok+`"`)
 				w.WriteHeader(http.StatusUnauthorized)
@@ -309,12 +321,22 @@ func noSecretInLogsMetricsOrResponses(t *testing.T, tlsOpts *gatewaytest.TLS) *g
 	for _, c := range []struct{ name, raw, want string }{
 		{"early hints echoing the token", "POST /v1/echo/early-hints HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", "HTTP/1.1 200 "},
 		{"trailers echoing the token", "POST /v1/echo/trailers HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", "HTTP/1.1 200 "},
+		{"header and trailer names holding the token", "POST /v1/echo/names HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", "HTTP/1.1 200 "},
 		{"unknown method", "PROPFIND /v1/" + tok + query + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok + "\r\nX-Request-Id: " + tok + "\r\nConnection: close\r\n\r\n", "HTTP/1.1 405 "},
 	} {
 		out := g.Raw(t, c.raw, 3*time.Second)
 		_, final, _ := strings.Cut(out, c.want)
 		if final == "" || !strings.Contains(final, "X-Request-Id: ") {
 			t.Errorf("%s: answer = %q, want %q with an X-Request-Id", c.name, out, c.want)
+		}
+		if strings.Contains(c.name, "names") {
+			// A canonicalized name holds the token in another case.
+			if strings.Contains(strings.ToLower(out), strings.ToLower(tok)) {
+				t.Errorf("%s: the token reached the caller:\n%s", c.name, out)
+			}
+			if !strings.Contains(out, "X-Fine: kept") {
+				t.Errorf("%s: the harmless trailer was lost:\n%s", c.name, out)
+			}
 		}
 		answers = append(answers, answer{name: c.name, head: out})
 	}
