@@ -353,47 +353,13 @@ func TestSteadilyTricklingBodyIsCutOffAtTheUpstreamTimeout(t *testing.T) {
 // Responses stream: the caller reads the first part of a slow upstream
 // answer before the upstream has written the rest.
 func TestResponsesStreamToTheCaller(t *testing.T) {
-	release := make(chan struct{})
-	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/v1/faxes/download" {
-				next.ServeHTTP(w, r)
-				return
-			}
-			w.Header().Set("Content-Type", "application/pdf")
-			_, _ = w.Write([]byte("%PDF-1.7 first part\n"))
-			http.NewResponseController(w).Flush()
-			select {
-			case <-release:
-			case <-time.After(5 * time.Second):
-			}
-			_, _ = w.Write([]byte("second part\n"))
-		})
-	}})
+	g, release := slowDownload(t, http.Header{"Content-Type": {"application/pdf"}}, "%PDF-1.7 first part\n", "second part\n")
 	resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	buf := make([]byte, 20)
-	got := make(chan string, 1)
-	go func() {
-		n, _ := io.ReadFull(resp.Body, buf)
-		got <- string(buf[:n])
-	}()
-	select {
-	case s := <-got:
-		if s != "%PDF-1.7 first part\n" {
-			t.Fatalf("first part = %q", s)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first part did not reach the caller before the upstream finished: the response was buffered")
-	}
-	close(release)
-	rest, _ := io.ReadAll(resp.Body)
-	if string(rest) != "second part\n" {
-		t.Fatalf("rest = %q", rest)
-	}
+	wantStreamed(t, resp.Body, "%PDF-1.7 first part\n", "second part\n", release)
 }
 
 // TestResendMemoryIsReturned: the copies kept for a resend go back to the

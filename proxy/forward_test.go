@@ -129,6 +129,20 @@ func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
 // An event stream of known length is flushed as it comes, like an
 // answer of unknown length.
 func TestEventStreamIsFlushed(t *testing.T) {
+	g, release := slowDownload(t, http.Header{"Content-Type": {" Text/Event-Stream ; charset=utf-8"}, "Content-Length": {"22"}},
+		"data: one\n\n", "data: two\n\n")
+	resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	wantStreamed(t, resp.Body, "data: one\n\n", "data: two\n\n", release)
+}
+
+// slowDownload starts a gateway whose upstream answers GET
+// /v1/faxes/download with header, first (flushed), and second once release
+// is closed.
+func slowDownload(t *testing.T, header http.Header, first, second string) (*gatewaytest.Gateway, chan struct{}) {
 	release := make(chan struct{})
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -136,9 +150,9 @@ func TestEventStreamIsFlushed(t *testing.T) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			first, second := "data: one\n\n", "data: two\n\n"
-			w.Header().Set("Content-Type", " Text/Event-Stream ; charset=utf-8")
-			w.Header().Set("Content-Length", "22")
+			for k, vs := range header {
+				w.Header()[k] = vs
+			}
 			_, _ = io.WriteString(w, first)
 			http.NewResponseController(w).Flush()
 			select {
@@ -148,28 +162,31 @@ func TestEventStreamIsFlushed(t *testing.T) {
 			_, _ = io.WriteString(w, second)
 		})
 	}})
-	resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	return g, release
+}
+
+// wantStreamed reads first from body while the upstream holds the rest back
+// until release is closed: first must arrive before that.
+func wantStreamed(t *testing.T, body io.Reader, first, rest string, release chan struct{}) {
+	t.Helper()
 	got := make(chan string, 1)
 	go func() {
-		buf := make([]byte, 11)
-		n, _ := io.ReadFull(resp.Body, buf)
+		buf := make([]byte, len(first))
+		n, _ := io.ReadFull(body, buf)
 		got <- string(buf[:n])
 	}()
 	select {
 	case s := <-got:
-		if s != "data: one\n\n" {
-			t.Fatalf("first event = %q", s)
+		if s != first {
+			t.Fatalf("first part = %q, want %q", s, first)
 		}
 	case <-time.After(3 * time.Second):
-		t.Fatal("the first event did not reach the caller before the upstream finished")
+		close(release)
+		t.Fatal("the first part did not reach the caller before the upstream finished: the answer was held back")
 	}
 	close(release)
-	rest, _ := io.ReadAll(resp.Body)
-	if string(rest) != "data: two\n\n" {
-		t.Fatalf("rest = %q", rest)
+	b, _ := io.ReadAll(body)
+	if string(b) != rest {
+		t.Fatalf("rest = %q, want %q", b, rest)
 	}
 }
