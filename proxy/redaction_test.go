@@ -78,7 +78,9 @@ func echoUpstream(seen *seenTokens) func(http.Handler) http.Handler {
 				// their case.
 				c, bw, err := http.NewResponseController(w).Hijack()
 				if err == nil {
-					fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Echo-%s: 1\r\n"+
+					// Connection: close, or the gateway could reuse the
+					// connection this handler closes for the next request.
+					fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\nX-Echo-%s: 1\r\n"+
 						"Trailer: X-Trailer-%s, X-Fine\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"+
 						"X-Trailer-%s: 1\r\nX-Fine: kept\r\n\r\n", tok, tok, tok)
 					_ = bw.Flush()
