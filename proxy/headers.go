@@ -24,7 +24,9 @@ var strippedRequestHeaders = []string{
 }
 
 // strippedRequestName reports whether a request header named k is not
-// forwarded; identity is the configured identity header.
+// forwarded; identity is the identity header as Rules.IdentityHeader holds
+// it (canonical, underscores as hyphens), so that no spelling of it, in the
+// config or in the request, reaches the upstream.
 func strippedRequestName(k, identity string) bool {
 	if strippedRequestHeader[k] || k == identity || strings.HasPrefix(k, "X-Forwarded-") {
 		return true
@@ -32,9 +34,10 @@ func strippedRequestName(k, identity string) bool {
 	// CGI-style servers (PHP, Rack, WSGI, many frameworks on top of them)
 	// read "X_Http_Method_Override" and "X-Http-Method-Override" as one
 	// variable, HTTP_X_HTTP_METHOD_OVERRIDE: an underscore spelling of a
-	// stripped header is that header.
+	// stripped header is that header. net/http canonicalises the names it
+	// reads, so k is canonical but for its underscores.
 	if strings.IndexByte(k, '_') >= 0 {
-		d := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		d := policy.IdentityHeaderName(k)
 		return strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-")
 	}
 	return false
