@@ -566,6 +566,19 @@ func trustedAttacks() []attack {
 		{name: "Content-Type list", raw: opsDelete(other, "Content-Type: application/json, application/x-www-form-urlencoded", "X-Faxgate-Confirm: num_1003"), want: bad},
 		{name: "text/plain", raw: opsDelete(other, "Content-Type: text/plain", "X-Faxgate-Confirm: num_1003"), want: bad},
 		{name: "no Content-Type", raw: strings.Replace(opsDelete(other, "X-Faxgate-Confirm: num_1003"), "Content-Type: application/json\r\n", "", 1), want: bad},
+		// The checked Content-Type must reach the upstream, and the body it
+		// reads must be the bytes checked: Connection may not name either
+		// header (the forward drops what Connection names), and no
+		// Content-Encoding is taken, in any spelling.
+		{name: "Connection names Content-Type", raw: opsDelete(other, "Connection: close, Content-Type", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Connection names content-type in lower case", raw: opsDelete(other, "Connection: close, content-type", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Connection names Content_Type", raw: opsDelete(other, "Connection: close,Content_Type", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Connection names Content-Encoding", raw: opsDelete(other, "Connection: close", "Connection: Content-Encoding", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Content-Encoding gzip", raw: opsDelete(other, "Content-Encoding: gzip", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Content-Encoding identity", raw: opsDelete(other, "Content-Encoding: identity", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Content-Encoding empty", raw: opsDelete(other, "Content-Encoding:", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Content_Encoding", raw: opsDelete(other, "Content_Encoding: gzip", "X-Faxgate-Confirm: num_1003"), want: bad},
+		{name: "Content_Type beside Content-Type", raw: opsDelete(other, "Content_Type: application/x-www-form-urlencoded", "X-Faxgate-Confirm: num_1003"), want: bad},
 		{name: "query string with another number", raw: deleteAs("/v1/numbers/delete?number_id=num_1003"), want: bad},
 		{name: "query string of anything", raw: deleteAs("/v1/numbers/delete?x=1"), want: bad},
 		{name: "query mark with a fragment", raw: deleteAs("/v1/numbers/delete?#"), want: []reply{gw(400, "invalid_path")}},

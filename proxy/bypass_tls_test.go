@@ -173,6 +173,15 @@ func h2Form(raw string) (*http.Request, bool) {
 		!strings.HasPrefix(req.RequestURI, "/") || strings.HasPrefix(req.RequestURI, "//") {
 		return nil, false
 	}
+	// h2 has no Connection header: a case about the headers Connection
+	// names has no h2 form.
+	for _, v := range req.Header.Values("Connection") {
+		for name := range strings.SplitSeq(v, ",") {
+			if n := strings.TrimSpace(name); n != "" && !strings.EqualFold(n, "close") && !strings.EqualFold(n, "keep-alive") {
+				return nil, false
+			}
+		}
+	}
 	h := req.Header.Clone()
 	for _, k := range []string{"Connection", "Host", "Content-Length", "Expect"} {
 		h.Del(k)

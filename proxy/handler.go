@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -252,6 +251,13 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		w.Header().Set("Connection", "close")
 		return errBodyTooLarge
 	}
+	if ex.decision.Confirm {
+		// Before the body is read: a request whose body the upstream would
+		// not read as the checked JSON is refused without reading it.
+		if perr := policy.CheckConfirmHeaders(r.Header); perr != nil {
+			return &gatewayError{perr.Status, perr.Code, perr.Message}
+		}
+	}
 	if ge := h.prepareBody(w, r, ex); ge != nil {
 		return ge
 	}
@@ -319,14 +325,6 @@ func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 	} else if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		// Over the replay buffer: far larger than any delete body.
 		return &gatewayError{http.StatusRequestEntityTooLarge, "body_too_large", "a confirmed route's body must be at most 1 MiB"}
-	}
-	// The upstream must read the body as the JSON the gateway checked, not as a form.
-	ct := r.Header.Values("Content-Type")
-	if len(ct) != 1 {
-		ct = []string{""}
-	}
-	if mt, _, err := mime.ParseMediaType(ct[0]); err != nil || mt != "application/json" {
-		return &gatewayError{http.StatusBadRequest, "invalid_request", "a confirmed route's body must be sent as Content-Type: application/json"}
 	}
 	confirm := ""
 	if vs := r.Header.Values(policy.ConfirmHeader); len(vs) == 1 {
