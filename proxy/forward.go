@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -27,7 +28,11 @@ import (
 // move to the answer as they are rather than appended one by one. That is
 // about 3 µs and 9 allocations a request less (README, Performance).
 func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx context.Context) {
-	ex.trace.Got1xxResponse = ex.got1xx
+	if r.ProtoAtLeast(1, 1) {
+		// RFC 9110 section 15.2: no 1xx to an HTTP/1.0 client. Without the
+		// hook, the transport reads past an upstream 1xx to the final answer.
+		ex.trace.Got1xxResponse = ex.got1xx
+	}
 	out := r.WithContext(httptrace.WithClientTrace(ctx, &ex.trace))
 	u := h.opts.Upstream
 	// A fresh URL holds only what the gateway decided: the resolved path
@@ -145,9 +150,13 @@ func (ex *exchange) got1xx(code int, header textproto.MIMEHeader) error {
 		return nil
 	}
 	h := ex.w.Header()
+	// The gateway's own headers (X-Request-Id, RateLimit-*) go out on the
+	// 1xx and stay for the final answer; the 1xx's own do not.
+	own := h.Clone()
 	copyHeader(h, http.Header(header))
 	ex.w.WriteHeader(code)
 	clear(h) // WriteHeader does not clear the map after a 1xx
+	maps.Copy(h, own)
 	return nil
 }
 

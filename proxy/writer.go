@@ -10,24 +10,17 @@ import (
 // http.ResponseController (flushing, deadlines) working through it.
 type responseWriter struct {
 	http.ResponseWriter
-	ex            *exchange
-	status        int
-	bytes         int64
-	wroteHeader   bool
-	informational bool // an upstream 1xx was relayed
+	ex          *exchange
+	status      int
+	bytes       int64
+	wroteHeader bool
 }
 
 func (w *responseWriter) WriteHeader(code int) {
-	if code < 200 && !w.wroteHeader {
-		// The forward relays an upstream 1xx by copying its headers here and
-		// then clearing the map: scrub them like any upstream header, and
-		// give the final answer its X-Request-Id back below.
-		w.informational = true
-		if w.ex.tok != nil {
-			scrubResponseHeaders(w.Header(), w.ex.tok.Value.Reveal())
-		}
-	} else if w.informational && !w.wroteHeader {
-		w.Header()["X-Request-Id"] = []string{w.ex.id}
+	if code < 200 && !w.wroteHeader && w.ex.tok != nil {
+		// The forward relays an upstream 1xx by copying its headers here
+		// (got1xx): scrub them like any upstream header.
+		scrubResponseHeaders(w.Header(), w.ex.tok.Value.Reveal())
 	}
 	if !w.wroteHeader && code >= 200 {
 		w.wroteHeader = true
