@@ -20,13 +20,13 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/faxgate ./cmd/faxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/faxsim ./cmd/faxsim
 
-## test: vet, then every test with the race detector, the allocation and
-## reload-time budgets without it (the detector changes both), then the tests of
+## test: vet, then every test with the race detector, the allocation,
+## reload-time and body-memory budgets without it (the detector changes both), then the tests of
 ## deploy/ (helm and promtool from `make tools`; without them those tests skip
 ## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
-	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast)$$' ./proxy/
+	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
 vet:

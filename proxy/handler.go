@@ -120,6 +120,7 @@ type exchange struct {
 	upstreamStatus int
 	body           requestBody
 	buffered       []byte            // the whole body, when it was read first (small, or checked by a sensitive route)
+	reserved       int64             // body memory counted under server.resend_buffer_bytes, released in finish
 	memReader      bytes.Reader      // reads buffered for the first attempt
 	memBody        io.ReadCloser     // memReader as the request body; nil when nothing was buffered
 	replay         *replayBody       // the streamed body's copy for a resend, when kept
@@ -370,27 +371,10 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	// Buffering has an overall deadline too, so a body trickled in just under
 	// the read timeout cannot hold a goroutine and a buffer indefinitely.
 	ex.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
-	// A fresh buffer per request: the transport may read it after the
+	// A fresh buffer per request, counted under server.resend_buffer_bytes
+	// with every other body copy: the transport may read it after the
 	// handler returns (a resend's body), so it is never handed to another.
-	var data []byte
-	var err error
-	if r.ContentLength > 0 {
-		// Known length (at most retryBufferMax, checked above): net/http's
-		// body ends exactly there, so the buffer is the body's size.
-		data = make([]byte, r.ContentLength)
-		if _, err = io.ReadFull(&ex.body, data); err == nil && !ex.body.eof.Load() {
-			_, err = ex.body.Read(make([]byte, 1)) // the EOF, without a syscall: it clears the read deadline
-			if err == io.EOF {
-				err = nil
-			} else if err == nil {
-				err = errBodyRead // more than Content-Length: net/http never gives it
-			}
-		}
-	} else {
-		buf := bytes.NewBuffer(make([]byte, 0, 4<<10))
-		_, err = buf.ReadFrom(io.LimitReader(&ex.body, retryBufferMax+1))
-		data = buf.Bytes()
-	}
+	data, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, ex.decision.Confirm, &ex.reserved)
 	ex.body.hardDeadline = time.Time{}
 	if err != nil {
 		if ex.body.err != nil {
@@ -398,6 +382,17 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 			return ex.body.err
 		}
 		return errBodyRead
+	}
+	if !complete {
+		// The body memory is spoken for: this body streams without a copy
+		// (no resend after a 401, no IDs on the audit line), after what was
+		// read.
+		if len(data) == 0 {
+			r.Body = &ex.body
+		} else {
+			r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
+		}
+		return nil
 	}
 	if len(data) > retryBufferMax {
 		// Unknown length and over the buffer: stream what was read, then the rest.
@@ -485,6 +480,11 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 		// the body any more, and no resend can start.
 		ex.replay.attemptDone()
 		ex.replay.done()
+	}
+	if ex.reserved != 0 {
+		// Counted until now: the handler is done with the body's copy (a
+		// resend still reading it holds it only a moment longer).
+		h.replay.release(ex.reserved)
 	}
 	status := w.status
 	if status == 0 {
@@ -613,8 +613,11 @@ func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange
 	ex.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
 		timeout: h.opts.ReadTimeout, limit: min(h.opts.MaxBodyBytes, retryBufferMax),
 		hardDeadline: ex.start.Add(h.opts.UpstreamTimeout)}
-	body, err := io.ReadAll(io.LimitReader(&ex.body, retryBufferMax+1))
-	if err != nil || len(body) > retryBufferMax {
+	// Counted with every other body copy, never forced: when the memory is
+	// spoken for, a refused caller's audit line goes without its IDs
+	// rather than holding memory for it.
+	body, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, false, &ex.reserved)
+	if err != nil || !complete || len(body) > retryBufferMax {
 		// The rest of the body stays unread, or its framing broke off:
 		// this connection cannot carry another request.
 		w.Header().Set("Connection", "close")

@@ -52,6 +52,65 @@ func (p *replayPool) put(c *[replayChunk]byte) {
 	p.held.Add(-replayChunk)
 }
 
+// reserve counts n more bytes of body memory under the cap; false, and
+// nothing counted, when they would pass it, unless force. Forced
+// reservations are for the bodies policy itself must read (policy.confirm,
+// for a caller granted the route): they are counted, so that copies for a
+// resend or an audit line yield to them, but never refused.
+func (p *replayPool) reserve(n int64, force bool) bool {
+	if p.held.Add(n) > p.limit && !force {
+		p.held.Add(-n)
+		return false
+	}
+	return true
+}
+
+// release returns n bytes counted by reserve.
+func (p *replayPool) release(n int64) { p.held.Add(-n) }
+
+// readAll reads r to its end into one buffer of at most max+1 bytes whose
+// memory is reserved under the cap as it grows (*reserved adds what is
+// counted; the caller releases it). hint, when above 0, is the body's
+// known length: the buffer is then sized for it at once. complete is false
+// when the cap stopped the read before the end (data holds what was read,
+// the rest is unread); len(data) > max means the body is longer than max.
+// Growing leaves the previous buffer to the garbage collector, uncounted.
+func (p *replayPool) readAll(r io.Reader, max, hint int64, force bool, reserved *int64) (data []byte, complete bool, err error) {
+	size := int64(4 << 10)
+	if hint > 0 {
+		size = hint + 1 // room to read the EOF without growing
+	}
+	size = min(size, max+1)
+	if !p.reserve(size, force) {
+		return nil, false, nil
+	}
+	*reserved += size
+	data = make([]byte, 0, size)
+	for {
+		if len(data) == cap(data) {
+			if int64(len(data)) > max {
+				return data, true, nil
+			}
+			grow := min(int64(cap(data))*2, max+1) - int64(cap(data))
+			if !p.reserve(grow, force) {
+				return data, false, nil
+			}
+			*reserved += grow
+			nd := make([]byte, len(data), int64(cap(data))+grow)
+			copy(nd, data)
+			data = nd
+		}
+		n, rerr := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if rerr == io.EOF {
+			return data, true, nil
+		}
+		if rerr != nil {
+			return data, false, rerr
+		}
+	}
+}
+
 // replayBody is the body the upstream reads on the first attempt.
 type replayBody struct {
 	src  io.ReadCloser // the caller's body, as requestBody wraps it

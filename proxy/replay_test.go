@@ -118,3 +118,43 @@ func TestReplayBodyEmpty(t *testing.T) {
 		t.Fatalf("read after release: %d, %v", n, err)
 	}
 }
+
+// TestReadAllCountsUnderTheCap: whole-body reads (small bodies, confirmed
+// and audited ones) draw on the same cap as the resend copies; only a read
+// policy needs (force) passes it, and every byte is released.
+func TestReadAllCountsUnderTheCap(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 100<<10)
+	for _, c := range []struct {
+		name     string
+		limit    int64
+		hint     int64
+		force    bool
+		complete bool
+	}{
+		{"fits, unknown length", 1 << 20, -1, false, true},
+		{"fits, known length", 1 << 20, int64(len(body)), false, true},
+		{"over the cap, unknown length", 64 << 10, -1, false, false},
+		{"over the cap, known length", 64 << 10, int64(len(body)), false, false},
+		{"over the cap, forced", 64 << 10, -1, true, true},
+		{"no cap, forced", 0, int64(len(body)), true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := newReplayPool(c.limit)
+			var reserved int64
+			data, complete, err := pool.readAll(bytes.NewReader(body), retryBufferMax, c.hint, c.force, &reserved)
+			if err != nil || complete != c.complete {
+				t.Fatalf("readAll: complete %v err %v, want complete %v", complete, err, c.complete)
+			}
+			if complete && !bytes.Equal(data, body) {
+				t.Fatalf("read %d bytes, want the %d of the body", len(data), len(body))
+			}
+			if held := pool.held.Load(); held != reserved || (!c.force && held > c.limit) || reserved < int64(cap(data)) {
+				t.Fatalf("held %d, reserved %d, buffer %d, cap %d", held, reserved, cap(data), c.limit)
+			}
+			pool.release(reserved)
+			if held := pool.held.Load(); held != 0 {
+				t.Fatalf("held %d after release", held)
+			}
+		})
+	}
+}

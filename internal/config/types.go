@@ -28,9 +28,10 @@ type Server struct {
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 32 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ResendBufferBytes caps the memory all requests together hold in
-	// copies of their bodies (up to 1 MiB each), kept so that an upstream 401
-	// can be answered by a resend. A body beyond it streams without a copy.
-	// Default 4 MiB.
+	// copies of their bodies (up to 1 MiB each), forwarded or refused: kept
+	// so that an upstream 401 can be answered by a resend, or read for the
+	// IDs of an audit line. A body beyond it streams without a copy, and a
+	// refused request's audit line goes without its IDs. Default 4 MiB.
 	ResendBufferBytes int64 `yaml:"resend_buffer_bytes"`
 	// ReadHeaderTimeout bounds reading request headers. Default 10s.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
