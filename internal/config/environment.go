@@ -17,9 +17,9 @@ import (
 // file without a PEM certificate (upstream's, or Redis's while Redis is in
 // use), a server certificate that is expired or does not match its key, an
 // unset Redis password variable while Redis is in use, and the TLS files of
-// the mode in force. It never puts a file's content or a variable's value in
-// a problem. A nil getenv treats
-// every variable as unset.
+// the mode in force, and two listeners whose host names resolve to one
+// address. It never puts a file's content or a variable's value in a
+// problem. A nil getenv treats every variable as unset.
 //
 // Validate stays pure; LoadAndCheck runs both, which is what faxgate check
 // and faxgate serve do, so check refuses every file serve would refuse.
@@ -71,6 +71,7 @@ func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
 	if t.Mode == "acme" && t.ACME.CARootFile != "" {
 		v.pemCertificates("server.tls.acme.ca_root_file", t.ACME.CARootFile)
 	}
+	v.resolvedListeners(listeners(c))
 }
 
 // readFile reads the file named at path; on failure it reports why without

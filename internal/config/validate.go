@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -32,6 +33,9 @@ type validator struct {
 	now func() time.Time
 	// patterns memoizes matchesRoute.
 	patterns map[string]bool
+	// lookupHost, when set, replaces net.DefaultResolver.LookupNetIP for
+	// listener host names (CheckEnvironment); tests set it.
+	lookupHost func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -92,7 +96,7 @@ func (v *validator) validate(c *Config) {
 		return
 	}
 	v.validateServer(c.Server)
-	v.validateAdmin(c.Admin, c.Server.Listen)
+	v.validateAdmin(c.Admin, c.Server)
 	v.validateUpstream(c.Upstream)
 	v.validateToken(c.Token)
 	v.validateRedis(c.Redis)
@@ -178,6 +182,9 @@ func (v *validator) validateServer(s Server) {
 	if t.Mode == "acme" {
 		v.validateACME(t.ACME)
 	}
+	if ls := serverListeners(s); len(ls) > 1 {
+		v.ownAddress(ls[1], ls[:1])
+	}
 }
 
 // validateACME checks server.tls.acme for mode acme: the names to obtain a
@@ -232,17 +239,6 @@ func validDNSName(s string) bool {
 	return true
 }
 
-// listen checks a listener address: host:port with a numeric port.
-func (v *validator) listen(path, addr string) {
-	if addr == "" {
-		v.add(path, "required")
-		return
-	}
-	if _, _, ok := splitAddr(addr, 0); !ok {
-		v.add(path, "invalid address %s (want host:port, port 0-65535)", v.q(path, addr))
-	}
-}
-
 // splitAddr splits host:port; the host may be empty, an IP address or a
 // host name, the port a number from minPort to 65535.
 func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
@@ -275,25 +271,9 @@ func validHost(h string) bool {
 	return true
 }
 
-// sameListener reports whether listening on a and on b would conflict: the
-// same port on the same host, or on a wildcard host. Port 0 (any free port)
-// never conflicts.
-func sameListener(a, b string) bool {
-	ah, ap, aok := splitAddr(a, 0)
-	bh, bp, bok := splitAddr(b, 0)
-	if !aok || !bok || ap != bp || ap == 0 {
-		return false
-	}
-	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	return strings.EqualFold(ah, bh) || wildcard(ah) || wildcard(bh)
-}
-
-func (v *validator) validateAdmin(a Admin, serverListen string) {
+func (v *validator) validateAdmin(a Admin, s Server) {
 	v.listen("admin.listen", a.Listen)
-	if sameListener(a.Listen, serverListen) {
-		v.add("admin.listen", "%s uses the address of server.listen %s; the admin endpoints are never on the proxy listener",
-			v.q("admin.listen", a.Listen), v.q("server.listen", serverListen))
-	}
+	v.ownAddress(listener{"admin.listen", a.Listen}, serverListeners(s))
 }
 
 func (v *validator) validateUpstream(u Upstream) {
