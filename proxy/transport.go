@@ -26,6 +26,12 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFrom(req.Context())
 	tok, err := t.tokens.Token(req.Context())
 	if err != nil {
+		if ex.up.caller != nil && ex.up.caller.Err() != nil {
+			// The caller left while the token was awaited: a 499 like any
+			// other departure, not token_unavailable, or the token alerts
+			// would fire on callers' impatience.
+			return nil, err
+		}
 		ex.fail = errTokenUnavailable
 		return nil, errNoToken
 	}
