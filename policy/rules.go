@@ -24,7 +24,7 @@ type Rules struct {
 	MaxHold         time.Duration
 	// IdentityHeader is callers.identity_header as the forward compares
 	// header names: canonical, with underscores read as hyphens
-	// (IdentityHeaderName). It is never forwarded upstream, however the
+	// (FoldedHeaderName). It is never forwarded upstream, however the
 	// config or the request spells it.
 	IdentityHeader string
 	// AuthShim answers POST /v1/auth locally (policy.auth_endpoint: shim)
@@ -77,21 +77,22 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,
 
-		IdentityHeader: IdentityHeaderName(cfg.Callers.IdentityHeader),
+		IdentityHeader: FoldedHeaderName(cfg.Callers.IdentityHeader),
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
 		below:          newSensitivePaths(table, pol),
 		shadows:        newShadows(table, pol),
 	}, nil
 }
 
-// IdentityHeaderName is the name a header named k is stripped under: its
-// canonical form with every underscore read as a hyphen. CGI-style servers
-// (PHP, Rack, WSGI and the frameworks on top of them) read "X_Faxgate_Caller"
-// and "x-faxgate-caller" as one variable, HTTP_X_FAXGATE_CALLER, so every
-// spelling of the identity header is the identity header. The config's
+// FoldedHeaderName is the name a header named k is read under by the
+// most lenient server behind the gateway: its canonical form with every
+// underscore read as a hyphen. CGI-style servers (PHP, Rack, WSGI and the
+// frameworks on top of them) read "X_Faxgate_Caller" and "x-faxgate-caller"
+// as one variable, HTTP_X_FAXGATE_CALLER, so every spelling of a header the
+// gateway strips or checks is that header. The identity header's configured
 // spelling is compiled once into this form (Rules.IdentityHeader), and the
 // forward folds a request's names the same way.
-func IdentityHeaderName(k string) string {
+func FoldedHeaderName(k string) string {
 	if strings.IndexByte(k, '_') >= 0 {
 		k = strings.ReplaceAll(k, "_", "-")
 	}

@@ -37,7 +37,7 @@ func strippedRequestName(k, identity string) bool {
 	// stripped header is that header. net/http canonicalises the names it
 	// reads, so k is canonical but for its underscores.
 	if strings.IndexByte(k, '_') >= 0 {
-		d := policy.IdentityHeaderName(k)
+		d := policy.FoldedHeaderName(k)
 		return strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-")
 	}
 	return false

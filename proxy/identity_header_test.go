@@ -70,7 +70,7 @@ rate_limit:
 						t.Fatalf("%s: the upstream received %d requests, want 1", rs.name, len(recs))
 					}
 					for k, v := range recs[0].Header {
-						if policy.IdentityHeaderName(k) == "X-Faxgate-Caller" || strings.Contains(strings.ToLower(k), "caller") {
+						if policy.FoldedHeaderName(k) == "X-Faxgate-Caller" || strings.Contains(strings.ToLower(k), "caller") {
 							t.Errorf("%s: the upstream received %s: %q", rs.name, k, v)
 						}
 					}
