@@ -32,6 +32,7 @@ const (
 	CodeUnknownRoute         = "unknown_route"
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeForbidden            = "forbidden"
+	CodeAuthManaged          = "auth_managed"
 	CodeUnidentifiedCaller   = "unidentified_caller"
 	CodeConfirmationRequired = "confirmation_required"
 )
@@ -46,6 +47,10 @@ func invalidRequest(msg string) *Error {
 
 func unknownRoute(msg string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeUnknownRoute, Message: msg}
+}
+
+func authManaged(msg string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeAuthManaged, Message: msg}
 }
 
 func confirmationRequired(msg string) *Error {

@@ -34,6 +34,10 @@ type Target struct {
 // Anything ambiguous is refused with 400 invalid_path rather than cleaned,
 // so that the route decided on here is the route the upstream serves.
 //
+// Every path below the token endpoint (/v1/auth/x, any case, any depth) is
+// refused with 403 auth_managed, for every method, whatever routes.unmatched
+// says and whatever route's parameters would match it: see belowAuth.
+//
 // The proxy resolves through Rules.Resolve, which also refuses unmatched
 // paths below a sensitive route's path; Table.Resolve knows no policy.
 func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
@@ -84,6 +88,9 @@ func (t *Table) resolve(method, requestURI string) (Target, *Error) {
 	if !ascii.EqualFold(first, "v1") {
 		return Target{}, unknownRoute("path is not under /v1/")
 	}
+	if more && belowAuth(rest) {
+		return Target{}, authManaged("paths below /v1/auth belong to the gateway's token endpoint and are never forwarded")
+	}
 	if more {
 		if leaf := match(&t.root, rest); leaf != nil {
 			rt := &leaf.routes[0]
@@ -101,6 +108,23 @@ func (t *Table) resolve(method, requestURI string) (Target, *Error) {
 		p = "/v1" + p[len("/v1"):]
 	}
 	return Target{Route: RouteUnmatched, Path: p, RawQuery: q, MethodOK: true}, nil
+}
+
+// belowAuth reports whether rest (a validated path after "/v1/", without
+// its trailing slash) lies below the token endpoint: "auth" in any letter
+// case, then at least one more segment.
+//
+// The subtree is the gateway's, like /v1/auth itself (README: Security
+// model): the vendor may serve undocumented token operations there (revoke,
+// refresh, introspect), and forwarding one as "unmatched", or through an
+// extra route with a parameter where "auth" stands (/v1/{a}/{b}), would let
+// every caller act on the tenant's credentials with the gateway's token. It
+// is checked before any route is matched, so that no configuration can
+// reach it, and refused whatever policy.auth_endpoint says: the shim only
+// ever answers POST /v1/auth.
+func belowAuth(rest string) bool {
+	seg, _, deeper := strings.Cut(rest, "/")
+	return deeper && ascii.EqualFold(seg, "auth")
 }
 
 // match finds the node of the route path that rest (the path after "/v1/",

@@ -43,6 +43,16 @@ func FuzzResolve(f *testing.F) {
 		{"GET", "/v1/workspace?x=1&y=%ZZ"},
 		{"GET", "/"},
 		{"GET", ""},
+		// Below the token endpoint: the vendor's undocumented token
+		// operations may live there, so every spelling is refused with 403
+		// auth_managed, even where a catch-all route (generic.*) matches.
+		{"POST", "/v1/auth/x"},
+		{"DELETE", "/v1/auth/revoke"},
+		{"GET", "/V1/Auth/Refresh"},      // case
+		{"PATCH", "/v1/AUTH/x/y/"},       // depth and trailing slash
+		{"POST", "/v1/auth/x?token=abc"}, // with a query
+		{"GET", "/v1/auth/"},             // /v1/auth itself, with its one trailing slash
+		{"GET", "/v1/authx/y"},           // a sibling, not below: unmatched
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.uri)
@@ -70,6 +80,7 @@ func FuzzResolve(f *testing.F) {
 		} else if d != got {
 			t.Fatalf("deny table: Resolve(%q) = %+v, allow table %+v", uri, d, got)
 		}
+		checkBelowAuth(t, deny, method, uri)
 		checkResolve(t, generic, method, uri)
 	})
 }
@@ -83,9 +94,13 @@ func checkResolve(t *testing.T, tab *Table, method, uri string) Target {
 		if got != (Target{}) {
 			t.Fatalf("Resolve(%q) = %+v beside error %v", uri, got, err)
 		}
-		if err.Status != 400 && err.Status != 404 || err.Code == "" || err.Message == "" {
+		if err.Status != 400 && err.Status != 404 && err.Code != CodeAuthManaged || err.Code == "" || err.Message == "" {
 			t.Fatalf("Resolve(%q) error %+v", uri, err)
 		}
+		if err.Code == CodeAuthManaged && err.Status != 403 {
+			t.Fatalf("Resolve(%q) error %+v, want status 403", uri, err)
+		}
+		checkBelowAuth(t, tab, method, uri)
 		return Target{}
 	}
 	p := got.Path
@@ -135,6 +150,10 @@ func checkResolve(t *testing.T, tab *Table, method, uri string) Target {
 	if got.Route == "numbers.delete" && p != "/v1/numbers/delete" || got.Route == "auth" && p != "/v1/auth" {
 		t.Fatalf("Resolve(%q) = %+v: wrong path for the route", uri, got)
 	}
+	// No path below /v1/auth resolves to a route, forwardable or not.
+	if isBelowAuth(p) {
+		t.Fatalf("Resolve(%s %q) = %+v: a path below /v1/auth resolved", method, uri, got)
+	}
 	// MethodOK means the named route has this method.
 	if got.Route != RouteUnmatched {
 		found := false
@@ -151,4 +170,36 @@ func checkResolve(t *testing.T, tab *Table, method, uri string) Target {
 		}
 	}
 	return got
+}
+
+// isBelowAuth reports whether the path p lies below /v1/auth, read the way
+// routing reads it: ASCII case ignored, one trailing slash ignored.
+func isBelowAuth(p string) bool {
+	p = strings.TrimSuffix(p, "/")
+	return len(p) > len("/v1/auth/") && strings.EqualFold(p[:len("/v1/auth/")], "/v1/auth/")
+}
+
+// checkBelowAuth: a request-target whose path is valid and below /v1/auth is
+// refused with 403 auth_managed, never resolved, whatever the method and
+// the routes of tab. (An invalid one may be refused with 400 first.)
+func checkBelowAuth(t *testing.T, tab *Table, method, uri string) {
+	t.Helper()
+	p, _, _ := strings.Cut(uri, "?")
+	if !isBelowAuth(p) || strings.ContainsRune(uri, '#') {
+		return
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(p, "/")[1:], "/") {
+		if !validSegment(seg) {
+			return
+		}
+	}
+	got, err := tab.Resolve(method, uri)
+	switch {
+	case err == nil:
+		t.Fatalf("Resolve(%s %q) = %+v; a path below /v1/auth must be refused with auth_managed", method, uri, got)
+	case err.Code == CodeInvalidRequest:
+		// The query was refused (a _method key); nothing is forwarded.
+	case err.Code != CodeAuthManaged || err.Status != 403:
+		t.Fatalf("Resolve(%s %q) error %+v, want 403 auth_managed", method, uri, err)
+	}
 }

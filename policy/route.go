@@ -57,8 +57,8 @@ type segment struct {
 // for routes live (names, methods, path grammar, one spelling per segment,
 // no two routes with one method and path). The errors left are guards
 // against input that skipped validation: a path outside /v1/, which the
-// trie cannot hold, and a second route on the token endpoint's path, which
-// would forward requests there (failing closed is the point).
+// trie cannot hold, and a second route on or below the token endpoint's
+// path, which would forward requests there (failing closed is the point).
 func NewTable(extra []config.Route, unmatchedDeny bool) (*Table, error) {
 	t := &Table{unmatchedDeny: unmatchedDeny, root: node{name: "v1"}}
 	for i, r := range config.BuiltinRoutes() {
@@ -84,6 +84,9 @@ func (t *Table) add(r config.Route) error {
 	}
 	if r.Name != RouteAuth && ascii.EqualFold(rest, "auth") {
 		return fmt.Errorf("path %q is the token endpoint's (the configuration was not validated)", r.Path)
+	}
+	if belowAuth(rest) {
+		return fmt.Errorf("path %q is below the token endpoint (the configuration was not validated)", r.Path)
 	}
 	rt := route{name: r.Name, method: r.Method}
 	n := &t.root

@@ -50,9 +50,9 @@ const fuzzBody = `{"number_id":"num_9999","order_id":"ord_9999"}`
 // gateway forwarded the request as route R (upstream_status set), faxsim
 // received exactly that one request, on R's canonical path (for
 // "unmatched": on the path the caller sent, made only of [A-Za-z0-9_/-]
-// and matching no route however an upstream might read it); when the
-// gateway refused it, or Go's server did before the gateway saw it, faxsim
-// received nothing.
+// and matching no route however an upstream might read it), and never at
+// or below /v1/auth, whatever the route; when the gateway refused it, or
+// Go's server did before the gateway saw it, faxsim received nothing.
 func FuzzGatewayRoute(f *testing.F) {
 	for _, s := range []struct {
 		method uint8 // index into fuzzMethods
@@ -92,6 +92,13 @@ func FuzzGatewayRoute(f *testing.F) {
 		{0, "/V1/Faxes/Received/Today/", ""},                           // unmatched with case and slash
 		{0, "/v1/a/b/c/d?x=1", ""},                                     // unmatched with a query
 		{0, "/", ""},                                                   // outside /v1/
+		{0, "/v1/auth/x", ""},                                          // below the token endpoint: 403 auth_managed
+		{2, "/v1/auth/revoke", ""},                                     // an undocumented token operation
+		{1, "/V1/Auth/Refresh", ""},                                    // below auth, case folded
+		{3, "/v1/AUTH/x/y/", ""},                                       // below auth, deeper, trailing slash
+		{4, "/v1/auth/x", ""},                                          // below auth, where the catch-all pair matches
+		{0, "/v1/auth/token/revoke?all=1", ""},                         // below auth, where no route matches
+		{0, "/v1/authx", ""},                                           // a sibling of auth: unmatched, forwarded
 	} {
 		f.Add(s.method, s.target, s.header)
 	}
@@ -124,6 +131,11 @@ func FuzzGatewayRoute(f *testing.F) {
 		closed := exchangeWithin(t, g.Addr, raw, 2*time.Second)
 
 		line := accessLine(t, g, id, &logOff, !closed)
+		// A path below /v1/auth never resolves to a route, forwardable or
+		// not: the request is refused before routing (route "none").
+		if line != nil && targetBelowAuth(target) && line["route"] != "none" {
+			t.Fatalf("%s %q lies below /v1/auth but resolved to route %v: %v", method, target, line["route"], line)
+		}
 		recs := g.Sim.Requests()
 		for _, r := range recs {
 			if got := r.Header.Get("X-Request-Id"); got != id {
@@ -149,11 +161,15 @@ func FuzzGatewayRoute(f *testing.F) {
 
 // checkForwardedRoute checks that rec, the one request faxsim received for
 // a request with method and target that the gateway forwarded as route, is
-// that route on its canonical path.
+// that route on its canonical path, and never the token endpoint or a path
+// below it.
 func checkForwardedRoute(t *testing.T, routes []config.Route, sim *faxsim.Sim, route, method, target string, rec faxsim.Recorded) {
 	t.Helper()
 	if rec.Method != method {
 		t.Fatalf("the upstream received method %q, want %q", rec.Method, method)
+	}
+	if reads := upstreamReading(rec.Path); reads == "/v1/auth" || isBelowAuth(reads) {
+		t.Fatalf("forwarded as %s: the upstream received %q, which it could read as %s, the token endpoint's", route, rec.Path, reads)
 	}
 	for i := 0; i < len(rec.Path); i++ {
 		if c := rec.Path[i]; !(c == '/' || c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {

@@ -68,6 +68,17 @@ func validRoutePath(p string) bool {
 	return true
 }
 
+// belowAuth reports whether the route path p (valid, so under /v1/) lies
+// below the token endpoint: "auth" in any letter case, then more segments.
+// A parameter in that place ("/v1/{a}/x") is not below it: it matches other
+// paths too, and the proxy refuses the /v1/auth/... ones before any route
+// is matched.
+func belowAuth(p string) bool {
+	rest := strings.TrimPrefix(p, "/v1/")
+	seg, _, deeper := strings.Cut(rest, "/")
+	return deeper && strings.EqualFold(seg, "auth")
+}
+
 func paramName(seg string) (string, bool) {
 	if len(seg) >= 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
 		return seg[1 : len(seg)-1], true
@@ -212,6 +223,11 @@ func (v *validator) validateRoutes(r Routes) {
 			v.add(pp, "invalid path %s (want /v1/ then segments of letters, digits, _ or -, or {param})", v.q(pp, e.Path))
 		case strings.EqualFold(e.Path, "/v1/auth"):
 			v.add(pp, "%s is owned by the gateway", v.q(pp, e.Path))
+		case belowAuth(e.Path):
+			// The proxy refuses every request there with 403 auth_managed
+			// (README: Security model), so such a route could never be
+			// reached: refusing it tells the operator now, not a caller later.
+			v.add(pp, "%s is below /v1/auth, which is owned by the gateway", v.q(pp, e.Path))
 		case repeatedParam(e.Path):
 			v.add(pp, "%s uses a parameter name twice", v.q(pp, e.Path))
 		default:
