@@ -72,18 +72,15 @@ pgo:
 	@test -n "$(PROFILES)" || { echo 'usage: make pgo PROFILES="list.prof dl64k.prof up1m.prof"'; exit 1; }
 	$(GO) tool pprof -proto $(PROFILES) > cmd/faxgate/default.pgo
 
-## fuzz: every native fuzz target for FUZZTIME each
+## fuzz: every native fuzz target of every package (found with go test
+## -list, so a new one is never left out) for FUZZTIME each
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseXFCC$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckConfirm$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzIdentify$$' -fuzztime $(FUZZTIME) ./policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./internal/config/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config/
-	$(GO) test -run '^$$' -fuzz '^FuzzFramingConn$$' -fuzztime $(FUZZTIME) ./proxy/
-	$(GO) test -run '^$$' -fuzz '^FuzzGatewayRoute$$' -fuzztime $(FUZZTIME) ./proxy/
-	$(GO) test -run '^$$' -fuzz '^FuzzAccessLineMatchesZap$$' -fuzztime $(FUZZTIME) ./proxy/
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) ./tokencache/
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz: $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 ## tidy-check: go mod tidy leaves no diff, in every module
 tidy-check:
