@@ -61,8 +61,9 @@ type TLS struct {
 	// (mTLS) against the certificates it holds. Default none.
 	ClientCAFile string `yaml:"client_ca_file"`
 	// ClientAuth is optional (a client may present no certificate; one it
-	// presents must verify) or require (a handshake without a valid client
-	// certificate fails). Default "optional".
+	// presents must verify, or the handshake fails: an invalid certificate
+	// never falls back to another identity) or require (a handshake without
+	// a valid client certificate fails). Default "optional".
 	ClientAuth string `yaml:"client_auth"`
 	// ACME configures mode acme (certmagic).
 	ACME ACME `yaml:"acme"`

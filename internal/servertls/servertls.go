@@ -161,9 +161,20 @@ func (s *Server) TLSConfig() *tls.Config {
 	}
 	if s.clientCAs != nil {
 		c.ClientCAs = s.clientCAs
-		// optional still verifies a certificate that is sent: an
-		// unverifiable one fails the handshake rather than reach the
-		// handler unverified.
+		// client_auth: optional lets a client present no certificate (it
+		// is then identified by trusted header or source address), but a
+		// certificate it does present must verify: one from another CA,
+		// expired, not yet valid or not issued for client auth fails the
+		// handshake (faxgate_tls_handshake_errors_total{reason=
+		// "bad_client_cert"}), over HTTP/1.1 and h2 alike. It is never
+		// set aside in favour of the next identity: a caller whose
+		// certificate expired, or an attacker holding a foreign one, would
+		// then be served silently as whoever its address names (or refused
+		// as unidentified without a word about the certificate), and an
+		// expired certificate would go unnoticed until the address changed.
+		// Envoy without require_client_certificate also fails such a
+		// handshake; nginx's ssl_verify_client optional answers it with 400
+		// (README: mTLS with SPIFFE IDs).
 		c.ClientAuth = tls.VerifyClientCertIfGiven
 		if s.o.TLS.ClientAuth == "require" {
 			c.ClientAuth = tls.RequireAndVerifyClientCert
