@@ -30,7 +30,9 @@ type Logs struct {
 	// bytes, cheaper).
 	Access *proxy.AccessLog
 
-	// buffered, when set, holds Logger's lines until it flushes.
+	// buffered, when set, holds Logger's lines and the access lines until
+	// it flushes: on its interval, when full, on Sync, and after each line
+	// at warn or above (flushAtWarn).
 	buffered *zapcore.BufferedWriteSyncer
 }
 
@@ -39,12 +41,15 @@ type Logs struct {
 const logBufferSize = 256 << 10
 
 // NewLogs builds the loggers of the log section, writing to w (stderr in
-// faxgate serve, a buffer in tests). With flushEvery > 0, Logger's lines
-// (the access log above all) are buffered and written at most flushEvery
-// apart, or when 256 KiB have gathered, or on Sync: one write(2) for many
-// lines instead of one each, and a crash loses at most flushEvery of them.
-// Audit lines are never buffered: each is written before the request's
-// answer is complete.
+// faxgate serve, a buffer in tests). With flushEvery > 0, Logger's info and
+// debug lines (the access log above all) are buffered and written at most
+// flushEvery apart, or when 256 KiB have gathered, or on Sync: one write(2)
+// for many lines instead of one each, and a crash loses at most flushEvery
+// of them. A line at warn or above is written, after every line buffered
+// before it, before the call that logs it returns (README: Logs): the
+// reason a process is failing must survive its being killed. Audit lines
+// are never buffered: each is written before the request's answer is
+// complete.
 func NewLogs(c config.Log, w io.Writer, flushEvery time.Duration) (Logs, error) {
 	lvl, err := zap.ParseAtomicLevel(c.Level)
 	if err != nil {
@@ -65,16 +70,63 @@ func NewLogs(c config.Log, w io.Writer, flushEvery time.Duration) (Logs, error) 
 	sink := zapcore.Lock(zapcore.AddSync(w))
 	l := Logs{Audit: zap.New(zapcore.NewCore(enc.Clone(), sink, zapcore.InfoLevel)), Level: lvl}
 	main := zapcore.WriteSyncer(sink)
+	var core zapcore.Core
 	if flushEvery > 0 {
-		l.buffered = &zapcore.BufferedWriteSyncer{WS: sink, Size: logBufferSize, FlushInterval: flushEvery}
+		// flushOnly: a warning flushes the buffer into the sink, which is
+		// what a kill cannot undo; an fsync of stderr (a file, when it is
+		// redirected to one) held under the buffer's lock would stall
+		// every access line behind it.
+		l.buffered = &zapcore.BufferedWriteSyncer{WS: flushOnly{sink}, Size: logBufferSize, FlushInterval: flushEvery}
 		main = l.buffered
+		core = flushAtWarn{zapcore.NewCore(enc, main, lvl), l.buffered}
+	} else {
+		core = zapcore.NewCore(enc, main, lvl)
 	}
-	l.Logger = zap.New(zapcore.NewCore(enc, main, lvl))
+	l.Logger = zap.New(core)
 	if c.Format != "console" {
 		l.Access = &proxy.AccessLog{Out: main, Level: lvl}
 	}
 	return l, nil
 }
+
+// flushAtWarn is a core writing to the buffered sink that flushes it after
+// each line at warn or above, so that line and every line buffered before
+// it, in their order, are in the sink when the logging call returns.
+type flushAtWarn struct {
+	zapcore.Core
+	buf *zapcore.BufferedWriteSyncer
+}
+
+// Level keeps the core's level visible through the wrapper (zap.Logger.Level).
+func (c flushAtWarn) Level() zapcore.Level { return zapcore.LevelOf(c.Core) }
+
+func (c flushAtWarn) With(fields []zapcore.Field) zapcore.Core {
+	return flushAtWarn{c.Core.With(fields), c.buf}
+}
+
+// Check adds c itself, not the wrapped core, so that Write below runs.
+func (c flushAtWarn) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c flushAtWarn) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	err := c.Core.Write(ent, fields)
+	if ent.Level >= zapcore.WarnLevel {
+		// The buffer's own flush errors are dropped as its timed flushes'
+		// are: there is nowhere left to report a failing stderr.
+		_ = c.buf.Sync()
+	}
+	return err
+}
+
+// flushOnly is a sink whose Sync does nothing: the buffer's Sync writes what
+// it holds into it, and that is all a flush needs.
+type flushOnly struct{ zapcore.WriteSyncer }
+
+func (flushOnly) Sync() error { return nil }
 
 // Close flushes the loggers and stops the buffer's flushing goroutine.
 func (l Logs) Close() {
