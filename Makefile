@@ -7,9 +7,9 @@ FUZZTIME ?= 30s
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); internal/tools/promtool pins promtool for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool for .ci/install-tools.
 DEPLOY_TEST := deploy/test
-TOOL_MODULES := internal/tools/promtool
+TOOL_MODULES := .ci/tools/promtool
 
 .PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
 

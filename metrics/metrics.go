@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/internal/config"
 )
 

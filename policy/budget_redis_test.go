@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
 )
 
 // holdScript records a hold of ARGV[2] ms on route ARGV[1] unless a longer

@@ -22,12 +22,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/gatewaytest"
-	"github.com/faxgate/faxgate/internal/redisconn"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 )

@@ -3,7 +3,7 @@ package policy
 import (
 	"strings"
 
-	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/base/ascii"
 )
 
 // Target is a resolved request-target.

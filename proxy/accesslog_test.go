@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/app/gateway"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/gateway"
 	"github.com/faxgate/faxgate/proxy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // stalledCallers: loopback peers are nobody, so every request is refused

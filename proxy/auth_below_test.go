@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // authBelowCallers: every loopback peer is svc ("*"), and ops, named by the

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
 // The bypass corpus over TLS (contract section 11): the HTTP/1.1 cases as

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/base/ascii"
 )
 
 // Go's HTTP/1 server quietly resolves the two framings request smugglers

@@ -21,8 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -846,8 +847,8 @@ func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handl
 	log, met := zap.NewNop(), metrics.New(prometheus.NewRegistry(), "test")
 	t.Cleanup(tr.CloseIdleConnections)
 	tokens := tokencache.NewManager(tokencache.Options{
-		Fetcher: tokencache.NewClient(up.URL, tr, 5*time.Second, tokencache.StaticKey(tokencache.NewSecret(key)), tokencache.RealClock{}),
-		Clock:   tokencache.RealClock{}, RefreshBefore: cfg.Token.RefreshBefore, RetryMin: cfg.Token.RetryMin,
+		Fetcher: tokencache.NewClient(up.URL, tr, 5*time.Second, tokencache.StaticKey(tokencache.NewSecret(key)), clock.Real{}),
+		Clock:   clock.Real{}, RefreshBefore: cfg.Token.RefreshBefore, RetryMin: cfg.Token.RetryMin,
 		RetryMax: cfg.Token.RetryMax, Metrics: met, Logger: log,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // upstreamHeaders records the request headers its path got and answers

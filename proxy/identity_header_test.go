@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/policy"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // earlyHintsUpstream answers /v1/hints/ with a 103 Early Hints, then the

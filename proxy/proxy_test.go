@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // openCallers identifies every loopback peer as "svc" (allowed everything but

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/faxgate/faxgate/internal/ascii"
+	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy"
 )
 

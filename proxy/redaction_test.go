@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/gatewaytest"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 	"github.com/faxgate/faxgate/tokencache"
 )
 

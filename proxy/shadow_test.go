@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // paramBelowCallers: an extra route with a parameter where numbers.delete

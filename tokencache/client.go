@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
 )
 
@@ -63,7 +64,7 @@ type Client struct {
 	url   string
 	http  *http.Client
 	key   KeyFunc
-	clock Clock
+	clock clock.Clock
 }
 
 var _ Fetcher = (*Client)(nil)
@@ -71,7 +72,7 @@ var _ Fetcher = (*Client)(nil)
 // NewClient builds a token client for baseURL (which may carry a path prefix).
 // The client follows no redirect: the key travels in the request body, so it
 // is only ever sent to {base_url}/v1/auth itself.
-func NewClient(baseURL string, rt http.RoundTripper, timeout time.Duration, key KeyFunc, clock Clock) *Client {
+func NewClient(baseURL string, rt http.RoundTripper, timeout time.Duration, key KeyFunc, clock clock.Clock) *Client {
 	return &Client{
 		url: strings.TrimSuffix(baseURL, "/") + "/v1/auth",
 		http: &http.Client{

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -92,7 +93,7 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := tokencache.NewClient(srv.URL, http.DefaultTransport, 5*time.Second,
-		tokencache.StaticKey(tokencache.NewSecret("k")), tokencache.RealClock{})
+		tokencache.StaticKey(tokencache.NewSecret("k")), clock.Real{})
 	if _, err := c.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "HTTP 307") {
 		t.Fatalf("err = %v, want HTTP 307 refusal", err)
 	}

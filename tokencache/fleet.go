@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
 )
 
 // The fleet protocol (token.store: redis). Only the renewal loop runs it; the

@@ -15,8 +15,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -25,7 +26,7 @@ import (
 // semantics, so the fleet protocol can be tested without Redis; the real
 // store has its own tests against redis-server.
 type memShared struct {
-	clock    tokencache.Clock // nil: the wall clock
+	clock    clock.Clock // nil: the wall clock
 	mu       sync.Mutex
 	tok      *tokencache.Token
 	owner    int64
@@ -144,7 +145,7 @@ type countingFetcher struct {
 	lifetime time.Duration
 	calls    atomic.Int64
 	delay    time.Duration
-	clock    tokencache.Clock
+	clock    clock.Clock
 }
 
 func (f *countingFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) {
@@ -170,11 +171,11 @@ type replica struct {
 
 func startReplica(t *testing.T, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
 	t.Helper()
-	return startReplicaOn(t, tokencache.RealClock{}, nil, sh, f, refreshBefore)
+	return startReplicaOn(t, clock.Real{}, nil, sh, f, refreshBefore)
 }
 
 // startReplicaOn starts a replica on clock; jitter nil means random.
-func startReplicaOn(t *testing.T, clock tokencache.Clock, jitter func() float64, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
+func startReplicaOn(t *testing.T, clock clock.Clock, jitter func() float64, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
 	t.Helper()
 	met := metrics.New(prometheus.NewRegistry(), "t")
 	m := tokencache.NewManager(tokencache.Options{

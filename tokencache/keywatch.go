@@ -6,8 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/filedigest"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/filedigest"
 )
 
 // KeyWatcher polls the API key file and signals (best effort, buffered 1)
@@ -18,14 +19,14 @@ import (
 type KeyWatcher struct {
 	path     string
 	interval time.Duration
-	clock    Clock
+	clock    clock.Clock
 	log      *zap.Logger
 	changed  chan struct{}
 	last     filedigest.Digest // owned by Run's goroutine after construction
 }
 
 // NewKeyWatcher hashes the file as it is now; Run reports changes from there.
-func NewKeyWatcher(path string, interval time.Duration, clock Clock, log *zap.Logger) *KeyWatcher {
+func NewKeyWatcher(path string, interval time.Duration, clock clock.Clock, log *zap.Logger) *KeyWatcher {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -59,7 +60,7 @@ func (w *KeyWatcher) poll(ctx context.Context) {
 }
 
 // sleep waits d on clock and reports false when ctx ended first.
-func sleep(ctx context.Context, clock Clock, d time.Duration) bool {
+func sleep(ctx context.Context, clock clock.Clock, d time.Duration) bool {
 	t := clock.NewTimer(d)
 	select {
 	case <-ctx.Done():
@@ -72,7 +73,7 @@ func sleep(ctx context.Context, clock Clock, d time.Duration) bool {
 
 // WatchKeyFile starts a KeyWatcher on path in its own goroutine, until ctx
 // ends, and returns its Changed channel.
-func WatchKeyFile(ctx context.Context, path string, interval time.Duration, clock Clock, log *zap.Logger) <-chan struct{} {
+func WatchKeyFile(ctx context.Context, path string, interval time.Duration, clock clock.Clock, log *zap.Logger) <-chan struct{} {
 	w := NewKeyWatcher(path, interval, clock, log)
 	go w.Run(ctx)
 	return w.Changed()

@@ -13,8 +13,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -65,7 +66,7 @@ func newPanickyClock(n int32) *panickyClock {
 	return c
 }
 
-func (c *panickyClock) NewTimer(d time.Duration) tokencache.Timer {
+func (c *panickyClock) NewTimer(d time.Duration) clock.Timer {
 	if c.left.Add(-1) >= 0 {
 		panic("injected clock failure")
 	}

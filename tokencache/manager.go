@@ -10,7 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/metrics"
 )
 
@@ -31,7 +32,7 @@ type Source interface {
 // Options configures a Manager.
 type Options struct {
 	Fetcher       Fetcher
-	Clock         Clock
+	Clock         clock.Clock
 	RefreshBefore time.Duration // renew when less than this lifetime remains
 	RetryMin      time.Duration // backoff bounds of a failing renewal
 	RetryMax      time.Duration

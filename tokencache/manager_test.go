@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )

@@ -43,6 +43,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/base/clock"
 )
 
 // DefaultOpTimeout bounds each Redis operation when RedisOptions.OpTimeout is zero.
@@ -50,7 +52,7 @@ const DefaultOpTimeout = time.Second
 
 // RedisOptions configures the Redis-backed Shared store.
 type RedisOptions struct {
-	// Client is the Redis connection (see internal/redisconn). Per-operation
+	// Client is the Redis connection (see internal/base/redisconn). Per-operation
 	// deadlines reach the socket only when the client was built with
 	// ContextTimeoutEnabled; otherwise its own read/write timeouts bound
 	// each call.
@@ -62,7 +64,7 @@ type RedisOptions struct {
 	// secret.
 	Key KeyFunc
 	// Clock gives the time a saved token's remaining lifetime is counted from.
-	Clock Clock
+	Clock clock.Clock
 	// OpTimeout bounds each Redis operation. Default DefaultOpTimeout: the
 	// manager must never hang on Redis.
 	OpTimeout time.Duration
@@ -84,7 +86,7 @@ type RedisStore struct {
 	client  redis.UniversalClient
 	prefix  string
 	key     KeyFunc
-	clock   Clock
+	clock   clock.Clock
 	timeout time.Duration
 	onError func(error)
 	subIdle time.Duration
@@ -104,7 +106,7 @@ type account struct {
 // NewRedisStore builds the store; it does not contact Redis.
 func NewRedisStore(o RedisOptions) *RedisStore {
 	if o.Clock == nil {
-		o.Clock = RealClock{}
+		o.Clock = clock.Real{}
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = DefaultOpTimeout

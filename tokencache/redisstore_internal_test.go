@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
 // TestUpdatesHealthCheck shortens the idle period so the PING path runs: a

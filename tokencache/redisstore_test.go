@@ -21,10 +21,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/redisconn"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -55,7 +56,7 @@ func (k *rsKey) fn() tokencache.KeyFunc {
 }
 
 func rsStore(c redis.UniversalClient, key tokencache.KeyFunc, mod ...func(*tokencache.RedisOptions)) *tokencache.RedisStore {
-	o := tokencache.RedisOptions{Client: c, KeyPrefix: rsPrefix, Key: key, Clock: tokencache.RealClock{}}
+	o := tokencache.RedisOptions{Client: c, KeyPrefix: rsPrefix, Key: key, Clock: clock.Real{}}
 	for _, m := range mod {
 		m(&o)
 	}

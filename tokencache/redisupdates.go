@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/redisconn"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
 // DefaultSubscriptionIdle is RedisOptions.SubscriptionIdle when unset.

@@ -13,8 +13,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
 )
 
 //go:embed demo.yaml

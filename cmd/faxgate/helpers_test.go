@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // testKey is the API secret of the test upstreams; no output may hold it.

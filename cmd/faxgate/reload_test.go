@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/clocktest"
-	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
 )
 
 // reloadConfig is a serve config whose callers section the tests rewrite.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 // env is the process environment handed to run, so tests can drive the
@@ -26,7 +26,7 @@ type env struct {
 	// reloadEvery is how often the config file is checked for changes (default 2s).
 	reloadEvery time.Duration
 	// clock, when set, replaces the wall clock (tests).
-	clock tokencache.Clock
+	clock clock.Clock
 	// logFlushEvery buffers the non-audit log lines and writes them at
 	// most this far apart (main: 1s); 0 writes each line at once (tests
 	// that read stderr as they go).

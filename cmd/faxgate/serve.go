@@ -8,8 +8,8 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	// Aliased: the tests of this package name their running-gateway fixture "gateway".
-	gw "github.com/faxgate/faxgate/internal/gateway"
-	"github.com/faxgate/faxgate/internal/redisconn"
+	gw "github.com/faxgate/faxgate/internal/app/gateway"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
 // serve runs the gateway described by cfg until ctx is done, then drains.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
 )
 
 // countPath counts the requests for path that reached the upstream.

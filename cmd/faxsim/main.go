@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/faxsim"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
 )
 
 func main() {

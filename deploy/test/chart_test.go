@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the chart (review the diff)")

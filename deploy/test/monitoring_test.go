@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 const (

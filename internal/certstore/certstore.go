@@ -1,5 +1,5 @@
 // Package certstore is a certmagic.Storage over faxgate's one Redis
-// connection (internal/redisconn), so that a fleet of replicas shares ACME
+// connection (internal/base/redisconn), so that a fleet of replicas shares ACME
 // accounts, certificates, keys and locks: one order per domain per fleet,
 // and every replica serves what any of them obtained.
 //
@@ -39,7 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/redisconn"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
 // Defaults for Options' zero values.

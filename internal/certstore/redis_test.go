@@ -14,13 +14,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/certstore"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/redisconn"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
-// client is the production client (internal/redisconn) for addrs.
+// client is the production client (internal/base/redisconn) for addrs.
 func client(t *testing.T, addrs ...string) redis.UniversalClient {
 	t.Helper()
 	c, err := redisconn.New(config.Redis{Addrs: addrs}, "")

@@ -39,7 +39,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
 )
 
 // acmeTLS1 is the ALPN protocol of tls-alpn-01 validations (RFC 8737),

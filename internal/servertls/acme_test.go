@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 	"github.com/faxgate/faxgate/metrics"
 )
 

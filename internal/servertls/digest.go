@@ -3,7 +3,7 @@ package servertls
 import (
 	"crypto/sha256"
 
-	"github.com/faxgate/faxgate/internal/filedigest"
+	"github.com/faxgate/faxgate/internal/base/filedigest"
 )
 
 // digests hashes the bytes read, as filedigest.Of hashes a file, so the

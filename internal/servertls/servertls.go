@@ -6,7 +6,7 @@
 // certmagic as an unmanaged certificate and polls both files on the
 // injected clock: certmagic does not watch files, and Kubernetes delivers
 // Secret updates (cert-manager renewals) as symlink swaps that keep old
-// timestamps, so the content is hashed (internal/filedigest). A new pair is
+// timestamps, so the content is hashed (internal/base/filedigest). A new pair is
 // swapped in whole; a broken one keeps the certificate in use and is logged.
 // No key or certificate body is ever logged: problems name files and
 // reasons only.
@@ -25,11 +25,11 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/filedigest"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/filedigest"
 	"github.com/faxgate/faxgate/metrics"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 // DefaultPollEvery is how often the certificate files are checked for a change.
@@ -40,8 +40,8 @@ type Options struct {
 	// TLS is server.tls, already validated; Mode must be "files".
 	TLS config.TLS
 	// Clock drives the file polling and the expiry checks. Default
-	// tokencache.RealClock{}.
-	Clock tokencache.Clock
+	// clock.Real{}.
+	Clock clock.Clock
 	// PollEvery is how often the files are checked. Default DefaultPollEvery.
 	PollEvery time.Duration
 	// Logger receives the reloads and the rejected pairs. Default: none.
@@ -84,7 +84,7 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("servertls: Options.Metrics is required")
 	}
 	if o.Clock == nil {
-		o.Clock = tokencache.RealClock{}
+		o.Clock = clock.Real{}
 	}
 	if o.PollEvery <= 0 {
 		o.PollEvery = DefaultPollEvery

@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/servertls"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 	"github.com/faxgate/faxgate/metrics"
 )
 

@@ -17,11 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/pebbletest"
-	"github.com/faxgate/faxgate/internal/redistest"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/pebbletest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
 // acmeGateway is a gateway in mode acme, running.

@@ -22,10 +22,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/app/gateway"
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/gateway"
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -211,7 +212,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	// The same assembly as faxgate serve; only timings that are not
 	// configuration are shortened, so outages show in milliseconds.
 	gw, err := gateway.New(cfg, gateway.Deps{
-		Logs: gl, Registry: reg, Clock: tokencache.RealClock{}, Version: "test",
+		Logs: gl, Registry: reg, Clock: clock.Real{}, Version: "test",
 		Getenv: func(k string) (string, bool) {
 			if k == "FG_TEST_KEY" {
 				return Key, true

@@ -14,9 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/gatewaytest"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -233,7 +234,7 @@ func TestLeaseHolderCrashCausesNoGap(t *testing.T) {
 	// fleet's renewal is due (at about 4s) and never releases it.
 	rc := r.Client(t)
 	dead := tokencache.NewRedisStore(tokencache.RedisOptions{Client: rc, KeyPrefix: "faxgate:",
-		Key: tokencache.StaticKey(tokencache.NewSecret(gatewaytest.Key)), Clock: tokencache.RealClock{}})
+		Key: tokencache.StaticKey(tokencache.NewSecret(gatewaytest.Key)), Clock: clock.Real{}})
 	time.Sleep(3 * time.Second)
 	if _, ok, err := dead.Lease(context.Background(), 1500*time.Millisecond); err != nil || !ok {
 		t.Fatalf("could not take the lease: ok=%v err=%v", ok, err)

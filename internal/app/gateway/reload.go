@@ -9,13 +9,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/background"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/filedigest"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/filedigest"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 // reloadable are the sections a running gateway applies without a restart
@@ -36,7 +36,7 @@ type reloader struct {
 	level   zap.AtomicLevel
 	met     *metrics.Metrics
 	log     *zap.Logger
-	clock   tokencache.Clock
+	clock   clock.Clock
 	digest  filedigest.Digest
 }
 

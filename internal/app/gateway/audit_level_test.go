@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // TestAssembledAuditSurvivesErrorLevel drives the gateway as faxgate serve

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
 // inOrder reports whether every one of want is in s, each after the one

@@ -1,6 +1,6 @@
 // Package pebbletest runs Pebble, Let's Encrypt's ACME test server
 // (github.com/letsencrypt/pebble/v2), as a process for tests of mode acme,
-// the way internal/redistest runs redis-server.
+// the way internal/testing/redistest runs redis-server.
 //
 // The binary is built once per machine with `go install
 // github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.1` into a directory
@@ -32,7 +32,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
 // Version is the Pebble release the tests run.

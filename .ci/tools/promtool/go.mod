@@ -1,4 +1,4 @@
-module github.com/faxgate/faxgate/internal/tools/promtool
+module faxgate-ci-tools/promtool
 
 go 1.26.8
 

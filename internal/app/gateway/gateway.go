@@ -1,6 +1,6 @@
 // Package gateway assembles faxgate from its parts: the one place where a
 // configuration becomes a running gateway. faxgate serve, faxgate demo and
-// the test harness (internal/gatewaytest) all build it with New and run it
+// the test harness (internal/testing/gatewaytest) all build it with New and run it
 // with Run, so what the tests exercise is what production runs.
 //
 // The split follows blackbox_exporter's config/prober one: internal/config
@@ -21,9 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/certstore"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/redisconn"
 	"github.com/faxgate/faxgate/internal/servertls"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
@@ -44,8 +45,8 @@ type Deps struct {
 	// The caller adds process collectors if it wants them. Required.
 	Registry *prometheus.Registry
 	// Clock drives token renewal, the key-file watcher, the config file
-	// polling and the rate limiters. Default tokencache.RealClock{}.
-	Clock tokencache.Clock
+	// polling and the rate limiters. Default clock.Real{}.
+	Clock clock.Clock
 	// Getenv resolves upstream.api_key_env, redis.password_env, and the
 	// ${VAR} references of a reloaded config file. Required.
 	Getenv func(string) (string, bool)
@@ -114,7 +115,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: Deps.Getenv is required")
 	}
 	if d.Clock == nil {
-		d.Clock = tokencache.RealClock{}
+		d.Clock = clock.Real{}
 	}
 	logs := d.Logs.orNop()
 	log := logs.Logger

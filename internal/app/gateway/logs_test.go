@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
 // TestBufferedLogsFlushAndAuditNever: with a flush interval, access lines

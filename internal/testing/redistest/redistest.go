@@ -24,7 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
 // Bounds on every wait, so a broken redis-server fails a test instead of hanging it.

@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/faxgate/faxgate/internal/background"
-	"github.com/faxgate/faxgate/internal/clocktest"
+	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/faxsim"
-	"github.com/faxgate/faxgate/internal/syncbuf"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 	"github.com/faxgate/faxgate/policy"
-	"github.com/faxgate/faxgate/tokencache"
 )
 
 const testKey = "sk_test_gateway-K3y-never-logged-0123456789"
@@ -256,7 +256,7 @@ type panickyClock struct {
 	armed atomic.Bool
 }
 
-func (c *panickyClock) NewTimer(d time.Duration) tokencache.Timer {
+func (c *panickyClock) NewTimer(d time.Duration) clock.Timer {
 	if c.armed.CompareAndSwap(true, false) {
 		panic("injected clock failure")
 	}

@@ -9,9 +9,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/redisconn"
-	"github.com/faxgate/faxgate/internal/redistest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
 // Logger must fit redis.SetLogger; checked at compile time, not called,

@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/faxgate/faxgate/tokencache"
+	"github.com/faxgate/faxgate/internal/base/clock"
 )
 
-// Fake is a manually advanced clock. It satisfies tokencache.Clock.
+// Fake is a manually advanced clock. It satisfies clock.Clock.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -17,7 +17,7 @@ type Fake struct {
 	created chan struct{} // signalled whenever a timer is created
 }
 
-var _ tokencache.Clock = (*Fake)(nil)
+var _ clock.Clock = (*Fake)(nil)
 
 // New returns a fake clock reading start.
 func New(start time.Time) *Fake {
@@ -32,7 +32,7 @@ func (f *Fake) Now() time.Time {
 }
 
 // NewTimer returns a timer that fires when the clock is advanced past d.
-func (f *Fake) NewTimer(d time.Duration) tokencache.Timer {
+func (f *Fake) NewTimer(d time.Duration) clock.Timer {
 	f.mu.Lock()
 	t := &timer{f: f, at: f.now.Add(d), c: make(chan time.Time, 1)}
 	f.timers = append(f.timers, t)

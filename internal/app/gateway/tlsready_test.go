@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/faxgate/faxgate/internal/clocktest"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/tlstest"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
 // TestReadyzSaysTheCertificateExpired: /readyz tells the truth about the
