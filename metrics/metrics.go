@@ -1,6 +1,6 @@
-// Package metrics is faxgate's Prometheus surface (contract section 8): every
-// metric name and label set lives here, registered on a registry the caller
-// owns, never on the global default one.
+// Package metrics is faxgate's Prometheus surface
+// (docs/metrics-and-alerts.md): every metric name and label set lives here,
+// registered on a registry the caller owns, never on the global default one.
 package metrics
 
 import (
@@ -14,7 +14,8 @@ import (
 
 // Metrics holds every collector faxgate exports. Label values are only ever a
 // configured caller name (or "unidentified"), a route name (or "unmatched"), an
-// HTTP method of contract section 5 (or "other"), a status code or a fixed word.
+// HTTP method the gateway forwards (or "other"), a status code or a fixed word,
+// as docs/metrics-and-alerts.md promises: never a token, address, path or ID.
 type Metrics struct {
 	Requests           *prometheus.CounterVec   // caller, route, method, code
 	RequestDuration    *prometheus.HistogramVec // caller, route
@@ -53,7 +54,7 @@ type Metrics struct {
 	TLSHandshakeErrors *prometheus.CounterVec // reason: HandshakeReasons
 	TLSACMEFailures    *prometheus.CounterVec // domain (from config), op: obtain, renew
 
-	// The upstream budget (upstream_budget, contract section 13).
+	// The upstream budget (upstream_budget, docs/upstream-budget.md).
 	UpstreamThrottled          *prometheus.CounterVec // route: upstream 429s seen
 	UpstreamRateLimitRemaining *prometheus.GaugeVec   // route: the last X-RateLimit-Remaining
 	BudgetUsedRatio            *prometheus.GaugeVec   // limit, route ("" for tenant scope)
@@ -62,7 +63,7 @@ type Metrics struct {
 }
 
 // HandshakeReasons are the reason label values of
-// faxgate_tls_handshake_errors_total (contract section 8).
+// faxgate_tls_handshake_errors_total (docs/metrics-and-alerts.md).
 var HandshakeReasons = []string{"no_client_cert", "bad_client_cert", "protocol", "other"}
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
@@ -248,8 +249,9 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// Method maps an HTTP method to its label value: one of contract section 5's
-// methods, or "other", so a caller cannot mint label values.
+// Method maps an HTTP method to its label value: one of the methods the
+// gateway forwards (config.Methods), or "other", so a caller cannot mint
+// label values.
 func Method(m string) string {
 	if config.IsMethod(m) {
 		return m

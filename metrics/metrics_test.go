@@ -51,8 +51,10 @@ faxgate_token_refresh_total{result="ok"} 0
 	}
 }
 
-// contractMetrics is the table of contract section 8, less the TLS and
-// upstream-budget metrics that arrive with those features. Every row must be
+// contractMetrics are metrics of the table in docs/metrics-and-alerts.md, with
+// their types and labels. They are not the whole table: the TLS vectors have
+// no series until a certificate or handshake sets them, and faxgate_ready is
+// RegisterReady's (TestReadyFollowsTheReadinessFunction). Every row must be
 // registered by New: a metric that dashboards and alerts name is never optional.
 var contractMetrics = []struct {
 	name   string
@@ -128,7 +130,7 @@ func TestNamesTypesAndLabelsMatchTheContract(t *testing.T) {
 			}
 		})
 	}
-	// More may be added (contract section 8), under the prefix and linted below.
+	// Others may be registered too, under the prefix and linted below.
 	for name := range got {
 		if !strings.HasPrefix(name, "faxgate_") {
 			t.Errorf("%s is registered without the faxgate_ prefix", name)

@@ -22,8 +22,8 @@ var authBelowPaths = []string{
 	"/v1/auth/documents", // below auth, where /v1/{a}/{b} would match
 }
 
-// authBelowMethods covers the contract's methods: sensitivity of the token
-// endpoint's subtree follows the path, whatever the method.
+// authBelowMethods covers every method the gateway forwards: sensitivity of
+// the token endpoint's subtree follows the path, whatever the method.
 var authBelowMethods = []string{"GET", "POST", "DELETE", "PATCH", "PUT"}
 
 // authBelowExtras add catch-all parameter routes that would otherwise match

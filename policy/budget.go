@@ -1,7 +1,7 @@
 package policy
 
-// The upstream budget (upstream_budget.limits and .shares, contract section
-// 13): the vendor's limits, shared fairly between callers.
+// The upstream budget (upstream_budget.limits and .shares,
+// docs/upstream-budget.md): the vendor's limits, shared fairly between callers.
 //
 // Every limit is a sliding window of length per over the requests admitted
 // to the upstream: a route-scope limit keeps one window per route name, a

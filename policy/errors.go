@@ -1,5 +1,5 @@
 // Package policy decides, for every request, which route it is, who the
-// caller is and what the caller may do (contract sections 3, 4 and 7).
+// caller is and what the caller may do (docs/callers-and-policy.md).
 //
 // It is the gateway's security core, so it follows one rule throughout: the
 // path that policy checks is the path that is forwarded. Ambiguous
@@ -9,12 +9,14 @@ package policy
 
 import "net/http"
 
-// Error is a refusal made by the gateway. The proxy maps it to the contract's
-// JSON envelope: {"status":0,"message":Message,"error":Code}.
+// Error is a refusal made by the gateway. The proxy answers it in the
+// upstream's JSON envelope, as docs/callers-and-policy.md shows:
+// {"status":0,"message":Message,"error":Code}.
 type Error struct {
 	// Status is the HTTP status code.
 	Status int
-	// Code is a contract section 7 error code (invalid_path, unknown_route ...).
+	// Code is an error code of docs/callers-and-policy.md's table
+	// (invalid_path, unknown_route ...): callers branch on it.
 	Code string
 	// Message is safe to show the caller and to log: it never echoes the
 	// raw path, query, body or header values, which may hold secrets or IDs.
@@ -24,8 +26,8 @@ type Error struct {
 // Error implements error.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// The error codes of contract section 7 that this package produces or that
-// the proxy produces from a Decision.
+// The error codes (docs/callers-and-policy.md) that this package produces or
+// that the proxy produces from a Decision.
 const (
 	CodeInvalidPath          = "invalid_path"
 	CodeInvalidRequest       = "invalid_request"

@@ -1,6 +1,7 @@
 package policy
 
-// Retry-After holds (upstream_budget.honor_retry_after, contract section 13).
+// Retry-After holds (upstream_budget.honor_retry_after,
+// docs/upstream-budget.md).
 //
 // An upstream 429 on a route holds that route: until its Retry-After passes,
 // callers get 429 upstream_throttled and nothing is sent upstream. With Redis,

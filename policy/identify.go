@@ -26,8 +26,8 @@ const (
 // xfccHeader is the canonical form of X-Forwarded-Client-Cert.
 const xfccHeader = "X-Forwarded-Client-Cert"
 
-// Identifier names callers (contract section 4). It is immutable and safe
-// for concurrent use.
+// Identifier names callers (docs/callers-and-policy.md). It is immutable and
+// safe for concurrent use.
 type Identifier struct {
 	spiffe    map[string]string // SPIFFE ID -> caller
 	headerVal map[string]string // identity header value -> caller

@@ -566,8 +566,8 @@ log:
 `
 
 // load sends rate requests per second, round-robin over gws, for d, and
-// checks every answer: 200 or 429 rate_limited, with the headers of
-// contract section 7.
+// checks every answer: 200 or 429 rate_limited, with the headers that
+// docs/callers-and-policy.md promises.
 type load struct {
 	ok, limited atomic.Int64
 	// sent counts requests sent; a starved test machine sends fewer than asked.

@@ -180,7 +180,8 @@ func (rt *route) build(p string) string {
 }
 
 // checkPath refuses every path that some server or proxy could read
-// differently from the gateway (contract section 3). p starts with "/" and
+// differently from the gateway (docs/callers-and-policy.md): what policy
+// checks must be what the upstream acts on. p starts with "/" and
 // has had one trailing slash removed.
 func checkPath(p string) *Error {
 	start := 1 // start of the current segment

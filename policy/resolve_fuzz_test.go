@@ -104,8 +104,8 @@ func checkResolve(t *testing.T, tab *Table, method, uri string) Target {
 		return Target{}
 	}
 	p := got.Path
-	// (a) Only the bytes the contract allows, no empty or dot segments,
-	// always under /v1, never a trailing slash.
+	// (a) Only the bytes docs/callers-and-policy.md allows, no empty or dot
+	// segments, always under /v1, never a trailing slash.
 	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
 		t.Fatalf("Resolve(%q).Path = %q, not under /v1", uri, p)
 	}

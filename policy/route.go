@@ -9,7 +9,7 @@ import (
 )
 
 // RouteUnmatched is the route name of a request under /v1/ that matches no
-// route (contract section 3).
+// route (docs/callers-and-policy.md).
 const RouteUnmatched = config.RouteUnmatched
 
 // RouteAuth is the built-in route of the token endpoint, which the gateway
@@ -48,10 +48,10 @@ type segment struct {
 	param bool
 }
 
-// NewTable builds the table from config.BuiltinRoutes() plus extra (contract
-// section 2, routes.extra). With unmatchedDeny, paths under /v1/ that match
-// no route are refused with 404 unknown_route instead of resolving to
-// "unmatched".
+// NewTable builds the table from config.BuiltinRoutes() plus extra
+// (routes.extra, docs/configuration.md). With unmatchedDeny, paths under /v1/
+// that match no route are refused with 404 unknown_route instead of resolving
+// to "unmatched".
 //
 // extra must have passed config.Validate, which is the one place the rules
 // for routes live (names, methods, path grammar, one spelling per segment,
@@ -157,7 +157,7 @@ func (t *Table) routeNames() []string {
 }
 
 // validSegment reports whether s matches [A-Za-z0-9_-]+, the only path
-// segments the gateway forwards (contract section 3).
+// segments the gateway forwards (docs/callers-and-policy.md).
 func validSegment(s string) bool {
 	if len(s) == 0 {
 		return false

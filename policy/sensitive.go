@@ -10,8 +10,8 @@ import (
 )
 
 // Resolve resolves a request-target like Table.Resolve and applies the one
-// routing rule that needs policy (contract section 3): a path under /v1/
-// that matches no route but lies below the path of a route in
+// routing rule that needs policy (docs/callers-and-policy.md): a path under
+// /v1/ that matches no route but lies below the path of a route in
 // policy.sensitive (/v1/numbers/delete/x) is refused with 403 forbidden,
 // for every caller and whatever routes.unmatched says. An upstream that
 // routes by prefix, or ignores trailing segments, could otherwise read it

@@ -34,7 +34,7 @@ policy:
 `
 
 // Unmatched paths below a sensitive route's path are refused with 403
-// (contract section 3), for built-in and extra routes, parameters and
+// (docs/callers-and-policy.md), for built-in and extra routes, parameters and
 // letter case included, whatever routes.unmatched says; other paths are
 // resolved as before.
 func TestRulesResolveRefusesPathsBelowSensitiveRoutes(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package tokencache obtains, renews and hands out the upstream Bearer token
-// (contract section 6). The API secret and tokens only ever travel inside
+// (docs/tokens.md). The API secret and tokens only ever travel inside
 // Secret, a type that cannot print itself.
 package tokencache
 

@@ -114,11 +114,11 @@ func writeRefusal(t *testing.T, r refusal) string {
 	return path
 }
 
-// TestCheckRefusesWhatServeRefuses is contract section 1: check exits 1 for
-// every file serve would refuse to start with in the same environment, and
-// names the same YAML path. Each case first proves that the refusal is real
-// (policy.Compile or serve itself refuses), then that check and serve both
-// report it.
+// TestCheckRefusesWhatServeRefuses holds check to docs/configuration.md's
+// promise: it exits 1 for every file serve would refuse to start with in the
+// same environment, and names the same YAML path. Each case first proves that
+// the refusal is real (policy.Compile or serve itself refuses), then that
+// check and serve both report it.
 func TestCheckRefusesWhatServeRefuses(t *testing.T) {
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {

@@ -120,7 +120,8 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	return 0
 }
 
-// oneLine is the contract's one-line start failure for a bad config.
+// oneLine is the one-line reason on stderr with which serve refuses a bad
+// config (docs/configuration.md).
 func oneLine(path string, err error) string {
 	var ps config.Problems
 	if errors.As(err, &ps) && len(ps) > 0 {

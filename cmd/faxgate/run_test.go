@@ -69,7 +69,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestCheckExample(t *testing.T) {
 	// config.example.yaml names FAXGATE_API_KEY. serve cannot start without
-	// it, so neither does check pass (contract section 1); either way check
+	// it, so neither does check pass (docs/configuration.md); either way check
 	// never prints the secret.
 	path := filepath.Join("..", "..", "config.example.yaml")
 	for _, tc := range []struct {
@@ -134,7 +134,8 @@ func TestCheckInvalid(t *testing.T) {
 	}
 }
 
-// TestCheckContractExample is the message of contract section 1, verbatim.
+// TestCheckContractExample is the check message that docs/configuration.md
+// shows as its example, verbatim.
 func TestCheckContractExample(t *testing.T) {
 	getenv := mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue})
 	r := runCmd(t, getenv, "check", "--config", filepath.Join("testdata", "invalid-cidr.yaml"))

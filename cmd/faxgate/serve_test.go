@@ -12,7 +12,7 @@ import (
 )
 
 // TestServeEndToEnd runs `faxgate serve` in front of a faxsim and checks the
-// proxy and admin listeners of contract section 8.
+// proxy listener and the admin endpoints of docs/metrics-and-alerts.md.
 func TestServeEndToEnd(t *testing.T) {
 	up := startUpstream(t, testKey)
 	g := startServe(t, writeConfig(t, serveOpts{baseURL: up.srv.URL}), nil)

@@ -11,7 +11,8 @@ import (
 // budgetNameRE is what a limit's name may be: it is a metric label value.
 var budgetNameRE = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
 
-// validateUpstreamBudget checks upstream_budget (contract sections 2 and 13).
+// validateUpstreamBudget checks upstream_budget (docs/configuration.md,
+// docs/upstream-budget.md).
 func (v *validator) validateUpstreamBudget(b UpstreamBudget, callers []Caller) {
 	v.positive("upstream_budget.max_hold", b.MaxHold)
 	seen := map[string]bool{}

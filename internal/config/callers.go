@@ -17,9 +17,9 @@ const UnidentifiedCaller = "unidentified"
 var callerNameRE = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
 
 // reservedHeaders are headers the gateway strips, sets or interprets itself
-// (contract sections 3 to 5): an identity header among them would either
-// never arrive or collide with the gateway's own use. Names are canonical;
-// every X-Forwarded-* header is reserved too.
+// (docs/callers-and-policy.md, docs/security.md): an identity header among
+// them would either never arrive or collide with the gateway's own use.
+// Names are canonical; every X-Forwarded-* header is reserved too.
 var reservedHeaders = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
 	"Cookie": true, "Set-Cookie": true, "X-Api-Key": true,

@@ -2,16 +2,17 @@ package config
 
 import "time"
 
-// This file holds the facts of the contract that configuration, policy,
-// proxy, metrics and tokencache all depend on. They live here, the lowest
+// This file holds the promises to callers (docs/security.md,
+// docs/callers-and-policy.md) that configuration, policy, proxy, metrics and
+// tokencache all depend on. They live here, the lowest
 // package every one of them imports, so that each exists once.
 
-// methods are the HTTP methods the gateway forwards (contract section 5); a
+// methods are the HTTP methods the gateway forwards (docs/security.md); a
 // route needs one of them, and any other method gets 405.
 var methods = [...]string{"GET", "POST", "PATCH", "PUT", "DELETE"}
 
-// Methods returns the HTTP methods of contract section 5, in the contract's
-// order. Each call returns a new slice.
+// Methods returns the HTTP methods the gateway forwards, in the order
+// docs/security.md lists them. Each call returns a new slice.
 func Methods() []string { return append([]string(nil), methods[:]...) }
 
 // IsMethod reports whether m is one of Methods, spelled exactly (methods are

@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// BuiltinRoutes returns the built-in route table of contract section 3, auth
-// first. It is the single source of the route table: the policy package
-// builds its router from it plus routes.extra. Each call returns a new slice.
+// BuiltinRoutes returns the built-in route table of
+// docs/callers-and-policy.md, auth first. It is the single source of the
+// route table: the policy package builds its router from it plus
+// routes.extra. Each call returns a new slice.
 func BuiltinRoutes() []Route {
 	return []Route{
 		{Name: "auth", Method: "POST", Path: "/v1/auth"},
@@ -87,7 +88,7 @@ func paramName(seg string) (string, bool) {
 }
 
 // IsSegmentByte reports whether c may appear in a path segment the gateway
-// forwards: [A-Za-z0-9_-] (contract section 3). Route paths in the
+// forwards: [A-Za-z0-9_-] (docs/callers-and-policy.md). Route paths in the
 // configuration and request paths at run time are held to the same set.
 func IsSegmentByte(c byte) bool {
 	return c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'

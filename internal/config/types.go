@@ -1,4 +1,4 @@
-// Package config defines faxgate's configuration file (contract section 2):
+// Package config defines faxgate's configuration file (docs/configuration.md):
 // its types, its defaults, strict loading with ${ENV} expansion, and pure
 // validation that reports every problem with its YAML path.
 package config
@@ -16,7 +16,7 @@ type Config struct {
 	RateLimit RateLimit `yaml:"rate_limit"`
 	Routes    Routes    `yaml:"routes"`
 	Policy    Policy    `yaml:"policy"`
-	// UpstreamBudget shares the vendor's request budget (contract section 13).
+	// UpstreamBudget shares the vendor's request budget (docs/upstream-budget.md).
 	UpstreamBudget UpstreamBudget `yaml:"upstream_budget"`
 	Log            Log            `yaml:"log"`
 }
@@ -230,8 +230,8 @@ type Policy struct {
 }
 
 // UpstreamBudget is upstream_budget: the vendor's request budget, shared
-// fairly between callers, and the upstream's 429s honoured (contract
-// section 13).
+// fairly between callers, and the upstream's 429s honoured
+// (docs/upstream-budget.md).
 type UpstreamBudget struct {
 	// HonorRetryAfter holds a route after an upstream 429 until its
 	// Retry-After passes. Default true.
@@ -276,8 +276,9 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
-// Default returns the configuration with every default of contract section 2
-// filled in; upstream.base_url and the key source are left empty (required).
+// Default returns the configuration with every default that
+// docs/configuration.md lists filled in; upstream.base_url and the key
+// source are left empty (required).
 func Default() Config {
 	return Config{
 		Server: Server{

@@ -14,9 +14,10 @@ import (
 )
 
 // Validate is pure: it returns every problem of c, in file order (the order
-// of contract section 2, which a file is expected to follow), nil when c
-// is valid. It reads no file and no environment: CheckEnvironment does
-// that, so that a reload or a test can validate without either.
+// of the sections in docs/configuration.md and config.example.yaml, which a
+// file is expected to follow), nil when c is valid. It reads no file and no
+// environment: CheckEnvironment does that, so that a reload or a test can
+// validate without either.
 func Validate(c *Config) Problems {
 	v := &validator{}
 	v.validate(c)
@@ -409,12 +410,13 @@ func (v *validator) validatePolicy(p Policy, extra []Route) {
 }
 
 // sensitivePaths checks that every route sharing a sensitive route's path
-// is sensitive too. Sensitivity follows the path, not the method (contract
-// section 3): a request on that path gets the sensitive route's policy
-// whatever its method, so another route there that is not sensitive would
-// be a second, weaker policy for the same path. An extra route is reported
-// at its path, a built-in one at the sensitive entry that shares it. Extra
-// routes already reported for their name, method or path are left out.
+// is sensitive too. Sensitivity follows the path, not the method
+// (docs/callers-and-policy.md): a request on that path gets the sensitive
+// route's policy whatever its method, so another route there that is not
+// sensitive would be a second, weaker policy for the same path. An extra
+// route is reported at its path, a built-in one at the sensitive entry that
+// shares it. Extra routes already reported for their name, method or path
+// are left out.
 func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 	sens := map[string]bool{}
 	for _, n := range sensitive {

@@ -1,4 +1,4 @@
-// Package servertls is the TLS of the proxy listener (contract section 11):
+// Package servertls is the TLS of the proxy listener (docs/tls.md):
 // the certificate, served through certmagic, the client certificate
 // verification of mTLS, and the TLS versions and protocols offered.
 //
@@ -187,7 +187,7 @@ func (s *Server) TLSConfig() *tls.Config {
 }
 
 // Ready reports whether a certificate that has not expired is in hand
-// (/readyz, contract section 11), and why not.
+// (/readyz waits for one; docs/tls.md), and why not.
 func (s *Server) Ready() (bool, string) {
 	if s.acme != nil {
 		return s.acmeReady()
@@ -317,7 +317,7 @@ func (s *Server) reload(ctx context.Context) error {
 
 // domainOf is the label of a certificate's expiry metric: its first DNS
 // name. A certificate without one (IP addresses only) is "unnamed": an IP
-// address is never a label value (contract section 8).
+// address is never a label value (docs/metrics-and-alerts.md).
 func domainOf(leaf *x509.Certificate) string {
 	if len(leaf.DNSNames) > 0 {
 		return leaf.DNSNames[0]

@@ -14,8 +14,9 @@ import (
 	"github.com/faxgate/faxgate/policy"
 )
 
-// adminHandler serves /metrics, /healthz, /readyz and, when enabled,
-// /debug/pprof/ (contract section 8). It is never mounted on the proxy listener.
+// adminHandler serves /metrics, /healthz, /readyz, /budget and, when enabled,
+// /debug/pprof/ (docs/metrics-and-alerts.md). It is never mounted on the
+// proxy listener.
 func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, string), budget func(context.Context) any) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, Registry: reg}))
@@ -55,9 +56,9 @@ type holdStatus struct {
 	RetryAfterSeconds int64  `json:"retry_after_seconds"`
 }
 
-// budgetStatus is GET /budget (contract section 8): every upstream_budget
-// limit's windows per caller (used, reserved, remaining) and the standing
-// Retry-After holds.
+// budgetStatus is GET /budget (docs/metrics-and-alerts.md): every
+// upstream_budget limit's windows per caller (used, reserved, remaining) and
+// the standing Retry-After holds.
 func (g *Gateway) budgetStatus(ctx context.Context) any {
 	st := policy.BudgetStatus{Backend: "none", Limits: []policy.LimitStatus{}}
 	if b := g.Handler.Rules().Budget; b != nil {

@@ -12,7 +12,7 @@ import (
 // TestAssembledAuditSurvivesErrorLevel drives the gateway as faxgate serve
 // assembles it (gateway.New, Run) with log.level: error: access lines are
 // gone, and every attempt on numbers.delete, denied or forwarded, still has
-// its audit line (contract section 9).
+// its audit line, as docs/logs.md promises.
 func TestAssembledAuditSurvivesErrorLevel(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
 log:

@@ -72,7 +72,7 @@ type Deps struct {
 type Gateway struct {
 	// Handler is the proxy's request path; its rules are swapped by reloads.
 	Handler *proxy.Handler
-	// Holds are the routes held after an upstream 429 (contract section 13).
+	// Holds are the routes held after an upstream 429 (docs/upstream-budget.md).
 	Holds *policy.Holds
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
@@ -238,8 +238,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 // the rules, not this value.
 func (g *Gateway) Config() *config.Config { return g.cfg }
 
-// Admin is the admin listener's handler: /metrics, /healthz, /readyz and,
-// when enabled, /debug/pprof/ (contract section 8).
+// Admin is the admin listener's handler: /metrics, /healthz, /readyz,
+// /budget and, when enabled, /debug/pprof/ (docs/metrics-and-alerts.md).
 func (g *Gateway) Admin() http.Handler { return g.admin }
 
 // ready is /readyz: not ready while draining or, with TLS, without a valid

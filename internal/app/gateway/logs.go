@@ -18,7 +18,7 @@ type Logs struct {
 	Logger *zap.Logger
 	// Audit writes audit lines to the same sink, always at info: an operator
 	// who sets log.level: error to quiet the access log must not lose the
-	// record of sensitive calls (contract section 9). It is unnamed; New
+	// record of sensitive calls (docs/logs.md). It is unnamed; New
 	// names it "audit" for the proxy.
 	Audit *zap.Logger
 	// Level is log.level; a config reload changes it while running. Audit

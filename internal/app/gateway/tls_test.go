@@ -78,7 +78,7 @@ func (e *tlsEnv) client(t *testing.T, uris ...string) *tls.Certificate {
 }
 
 // checkNoPEM: no log line holds a PEM header or any line of a certificate
-// or key body the test wrote or presented (contract section 11).
+// or key body the test wrote or presented, as docs/tls.md promises.
 func (e *tlsEnv) checkNoPEM(t *testing.T, logs string) {
 	t.Helper()
 	if strings.Contains(logs, "-----BEGIN") || strings.Contains(logs, "PRIVATE KEY") {
