@@ -53,8 +53,9 @@ faxgate_token_refresh_total{result="ok"} 0
 
 // contractMetrics are metrics of the table in docs/metrics-and-alerts.md, with
 // their types and labels. They are not the whole table: the TLS vectors have
-// no series until a certificate or handshake sets them, and faxgate_ready is
-// RegisterReady's (TestReadyFollowsTheReadinessFunction). Every row must be
+// no series until a certificate or handshake sets them, faxgate_ready is
+// RegisterReady's (TestReadyFollowsTheReadinessFunction), and
+// faxgate_config_last_reload_successful is not checked here. Every row must be
 // registered by New: a metric that dashboards and alerts name is never optional.
 var contractMetrics = []struct {
 	name   string

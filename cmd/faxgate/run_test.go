@@ -134,8 +134,8 @@ func TestCheckInvalid(t *testing.T) {
 	}
 }
 
-// TestCheckContractExample is the check message that docs/configuration.md
-// shows as its example, verbatim.
+// TestCheckContractExample pins one check message verbatim: the YAML path,
+// then the problem, in the form docs/configuration.md shows.
 func TestCheckContractExample(t *testing.T) {
 	getenv := mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue})
 	r := runCmd(t, getenv, "check", "--config", filepath.Join("testdata", "invalid-cidr.yaml"))

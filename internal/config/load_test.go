@@ -74,8 +74,8 @@ func TestInvalidGolden(t *testing.T) {
 	}
 }
 
-// TestContractExample checks the exact message of the check example in
-// docs/configuration.md.
+// TestContractExample pins one exact message: the YAML path, then the
+// problem, in the form docs/configuration.md shows.
 func TestContractExample(t *testing.T) {
 	_, err := Load("testdata/invalid-cidr.yaml", nil)
 	want := `callers.list[2].cidrs[0]: invalid CIDR "10.0.0/8"`

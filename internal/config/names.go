@@ -2,17 +2,18 @@ package config
 
 import "time"
 
-// This file holds the promises to callers (docs/security.md,
-// docs/callers-and-policy.md) that configuration, policy, proxy, metrics and
-// tokencache all depend on. They live here, the lowest
-// package every one of them imports, so that each exists once.
+// This file holds the facts that configuration, policy, proxy, metrics and
+// tokencache all depend on: the methods the gateway forwards, the confirm
+// header, the upstream's token lifetime. They live here, the lowest package
+// every one of them imports, so that each exists once.
 
-// methods are the HTTP methods the gateway forwards (docs/security.md); a
-// route needs one of them, and any other method gets 405.
+// methods are the HTTP methods the gateway forwards
+// (docs/callers-and-policy.md); a route needs one of them, and any other
+// method gets 405.
 var methods = [...]string{"GET", "POST", "PATCH", "PUT", "DELETE"}
 
 // Methods returns the HTTP methods the gateway forwards, in the order
-// docs/security.md lists them. Each call returns a new slice.
+// docs/callers-and-policy.md lists them. Each call returns a new slice.
 func Methods() []string { return append([]string(nil), methods[:]...) }
 
 // IsMethod reports whether m is one of Methods, spelled exactly (methods are

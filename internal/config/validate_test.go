@@ -272,7 +272,7 @@ func TestValidSpiffeID(t *testing.T) {
 
 func TestMethods(t *testing.T) {
 	if got, want := strings.Join(Methods(), " "), "GET POST PATCH PUT DELETE"; got != want {
-		t.Errorf("Methods() = %s, want %s (the methods docs/security.md lists)", got, want)
+		t.Errorf("Methods() = %s, want %s (the methods docs/callers-and-policy.md lists)", got, want)
 	}
 	for _, m := range Methods() {
 		if !IsMethod(m) {
