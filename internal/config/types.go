@@ -93,7 +93,9 @@ type ACME struct {
 type Admin struct {
 	// Listen is the admin address. Default "127.0.0.1:9090".
 	Listen string `yaml:"listen"`
-	// Pprof exposes /debug/pprof/ on the admin listener. Default false.
+	// Pprof exposes /debug/pprof/ on the admin listener and turns on the
+	// block and mutex profiles at a modest rate while faxgate serves.
+	// Default false.
 	Pprof bool `yaml:"pprof"`
 }
 

@@ -44,6 +44,9 @@ type RunOptions struct {
 func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	defer g.release()
 	cfg, log := g.cfg, g.log.Logger
+	if cfg.Admin.Pprof {
+		defer enableContentionProfiles()()
+	}
 
 	pln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
