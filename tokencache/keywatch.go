@@ -42,11 +42,11 @@ func (w *KeyWatcher) Changed() <-chan struct{} { return w.changed }
 // polling resumes one interval later: a dead watcher would leave a replica
 // with a rejected key waiting out its whole backoff after a rotation.
 func (w *KeyWatcher) Run(ctx context.Context) {
-	background.Loop(ctx, w.log, "key_watch", func(ctx context.Context) bool { return sleep(ctx, w.clock, w.interval) }, w.poll)
+	background.Loop(ctx, w.log, "key_watch", func(ctx context.Context) bool { return clock.Sleep(ctx, w.clock, w.interval) }, w.poll)
 }
 
 func (w *KeyWatcher) poll(ctx context.Context) {
-	for sleep(ctx, w.clock, w.interval) {
+	for clock.Sleep(ctx, w.clock, w.interval) {
 		d, err := filedigest.Of(w.path)
 		if err != nil || d == w.last {
 			continue
@@ -56,18 +56,6 @@ func (w *KeyWatcher) poll(ctx context.Context) {
 		case w.changed <- struct{}{}:
 		default:
 		}
-	}
-}
-
-// sleep waits d on clock and reports false when ctx ended first.
-func sleep(ctx context.Context, clock clock.Clock, d time.Duration) bool {
-	t := clock.NewTimer(d)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	case <-t.C():
-		return true
 	}
 }
 

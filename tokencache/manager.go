@@ -220,7 +220,7 @@ func (m *Manager) afterPanic(ctx context.Context, st *loopState) bool {
 	m.failing = true
 	m.broadcast()
 	m.mu.Unlock()
-	return sleep(ctx, m.opts.Clock, m.backoffLocked(st.failures))
+	return clock.Sleep(ctx, m.opts.Clock, m.backoffLocked(st.failures))
 }
 
 // step is one turn of the loop: wait until something is due, then write

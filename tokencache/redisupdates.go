@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/faxgate/faxgate/internal/base/background"
+	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
@@ -54,7 +55,7 @@ func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool)
 	defer func() {
 		if panicked {
 			s.report(errors.New("subscription panicked"))
-			sleepCtx(ctx, subBackoffMax)
+			clock.Sleep(ctx, clock.Real{}, subBackoffMax)
 		}
 	}()
 	defer background.Guard(s.log, "token_updates", "resubscribing", &panicked)
@@ -74,7 +75,7 @@ func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool)
 	fail := func(err error) {
 		s.report(err)
 		quiet = false
-		sleepCtx(ctx, backoff)
+		clock.Sleep(ctx, clock.Real{}, backoff)
 		backoff = min(2*backoff, subBackoffMax)
 	}
 	for ctx.Err() == nil {
@@ -179,13 +180,4 @@ func (s *subscription) close() {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -6,13 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"math/big"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/pemfile"
 )
 
 // demoOpsSPIFFE is the SPIFFE ID of the demo's client certificate: caller ops.
@@ -45,7 +45,7 @@ func newDemoPKI(dir string) (*demoPKI, error) {
 	}
 	p := &demoPKI{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "gateway.pem"), Key: filepath.Join(dir, "gateway-key.pem"),
 		ClientCert: filepath.Join(dir, "ops.pem"), ClientKey: filepath.Join(dir, "ops-key.pem")}
-	if err := writePEM(p.CA, "CERTIFICATE", caDER); err != nil {
+	if err := pemfile.Write(p.CA, "CERTIFICATE", caDER); err != nil {
 		return nil, err
 	}
 	spiffe, _ := url.Parse(demoOpsSPIFFE)
@@ -72,16 +72,12 @@ func newDemoPKI(dir string) (*demoPKI, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writePEM(leaf.cert, "CERTIFICATE", der); err != nil {
+		if err := pemfile.Write(leaf.cert, "CERTIFICATE", der); err != nil {
 			return nil, err
 		}
-		if err := writePEM(leaf.key, "EC PRIVATE KEY", kder); err != nil {
+		if err := pemfile.Write(leaf.key, "EC PRIVATE KEY", kder); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }

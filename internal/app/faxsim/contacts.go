@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/httpjson"
 )
 
 // Messages of the contact endpoints.
@@ -136,7 +138,7 @@ func (s *Sim) handleContactCreate(w http.ResponseWriter, c *call) {
 		writeFailure(w, http.StatusBadRequest, msgMalformedJSON)
 		return
 	}
-	fail := func(msg string) { writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"data": msg}) }
+	fail := func(msg string) { httpjson.Write(w, http.StatusUnprocessableEntity, map[string]string{"data": msg}) }
 	if !isObject {
 		fail(msgContactNotObject)
 		return
@@ -281,7 +283,7 @@ func (s *Sim) handleContactList(w http.ResponseWriter, c *call) {
 	if more {
 		env.Meta = listMeta{NextCursor: encodeCursor(last.seq)}
 	}
-	writeJSON(w, http.StatusOK, env)
+	httpjson.Write(w, http.StatusOK, env)
 }
 
 // Cursors are opaque to clients but simply name the last contact of a page,

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"net/http"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/httpjson"
 )
 
 // AuthCalls returns how many POST /v1/auth requests arrived, valid or not:
@@ -122,7 +124,7 @@ func (s *Sim) controlStats(w http.ResponseWriter, _ *http.Request) {
 		Throttled int            `json:"throttled"`
 	}{s.authCalls, maps.Clone(s.routes), s.throttled}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, stats)
+	httpjson.Write(w, http.StatusOK, stats)
 }
 
 func (s *Sim) controlRequests(w http.ResponseWriter, _ *http.Request) {
@@ -134,11 +136,11 @@ func (s *Sim) controlRequests(w http.ResponseWriter, _ *http.Request) {
 			Body: string(r.Body), BodySize: r.BodySize, Time: r.Time,
 		})
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (s *Sim) controlNumbers(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.OwnedNumbers())
+	httpjson.Write(w, http.StatusOK, s.OwnedNumbers())
 }
 
 func (s *Sim) controlRevoke(w http.ResponseWriter, _ *http.Request) {

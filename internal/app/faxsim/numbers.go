@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/faxgate/faxgate/internal/base/httpjson"
 )
 
 // Messages of the number endpoints.
@@ -160,7 +162,7 @@ func (s *Sim) handleAvailableList(w http.ResponseWriter, c *call) {
 			nums = append(nums, fmt.Sprintf("%s%s55501%02d", prefix, code, (seed+i*17)%100))
 		}
 	}
-	writeJSON(w, http.StatusOK, envelope{Status: 1, Data: nums})
+	httpjson.Write(w, http.StatusOK, envelope{Status: 1, Data: nums})
 }
 
 // handleNumberDelete removes an owned number (endpoint 8). Deletion is real:

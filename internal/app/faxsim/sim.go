@@ -12,7 +12,6 @@
 package faxsim
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/clock"
 )
 
 // Options configures a Sim.
@@ -147,7 +148,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, params := s.table.match(path)
 	adm := s.admit(r, path, rt, body, size)
 
-	if adm.latency > 0 && !sleepCtx(r.Context(), adm.latency) {
+	if adm.latency > 0 && !clock.Sleep(r.Context(), clock.Real{}, adm.latency) {
 		return // the caller is gone; nobody would read a response
 	}
 
@@ -287,17 +288,4 @@ func readBody(r *http.Request) (body []byte, size int64, err error) {
 		return body[:maxBody], int64(len(body)), errBodyTooLarge
 	}
 	return body, int64(len(body)), err
-}
-
-// sleepCtx waits d, or less if ctx ends first; it reports whether the full
-// wait happened.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/faxgate/faxgate/internal/base/httpjson"
 )
 
 // envelope is the upstream's response shape. Message and data are omitted
@@ -20,30 +22,14 @@ type envelope struct {
 	Meta    any    `json:"meta,omitempty"`
 }
 
-// writeJSON sends v as the response body with the given HTTP status.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // phone numbers and messages stay readable
-	if err := enc.Encode(v); err != nil {
-		// Only simulator bugs get here; say so rather than send half a body.
-		code = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"status":0,"message":"faxsim: cannot encode response"}` + "\n")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
-}
-
 // writeOK sends a status 1 envelope with HTTP 200.
 func writeOK(w http.ResponseWriter, message string, data any) {
-	writeJSON(w, http.StatusOK, envelope{Status: 1, Message: message, Data: data})
+	httpjson.Write(w, http.StatusOK, envelope{Status: 1, Message: message, Data: data})
 }
 
 // writeFailure sends a status 0 envelope.
 func writeFailure(w http.ResponseWriter, code int, message string) {
-	writeJSON(w, code, envelope{Status: 0, Message: message})
+	httpjson.Write(w, code, envelope{Status: 0, Message: message})
 }
 
 // Messages shared by every JSON endpoint. The real API's answer to bad JSON is

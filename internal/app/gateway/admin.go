@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/pprof"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/faxgate/faxgate/internal/base/httpjson"
 	"github.com/faxgate/faxgate/policy"
 )
 
@@ -43,11 +43,11 @@ func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, 
 	return mux
 }
 
+// writeJSON answers with v; admin answers describe the moment and are never
+// cached.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.Write(w, status, v)
 }
 
 // holdStatus is one standing Retry-After hold in GET /budget.

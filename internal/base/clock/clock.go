@@ -3,7 +3,10 @@
 // tests advance a fake clock instead of sleeping.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is a time source; tests inject a fake one (internal/testing/clocktest)
 // and advance it instead of sleeping.
@@ -32,3 +35,16 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Sleep waits d on c, or less when ctx ends first; it reports whether the
+// whole wait happened.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

@@ -8,15 +8,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/pemfile"
 )
 
 // TLSFiles are a throwaway CA and a server certificate it signed, as PEM
@@ -103,7 +103,7 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 func writePEM(t testing.TB, dir, name, typ string, der []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+	if err := pemfile.Write(p, typ, der); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	return p
