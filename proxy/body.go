@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// smallBodyMax is the largest body of known length read before it is
+// forwarded (prepareBody); larger ones stream.
+const smallBodyMax = 32 << 10
 
 // retryBufferMax is the largest request body the gateway buffers, only so it
 // can resend it once after an upstream 401 (contract section 5).
@@ -91,3 +96,84 @@ type multiReadCloser struct {
 }
 
 func (m multiReadCloser) Close() error { return m.c.Close() }
+
+// prepareBody wraps the caller's body. A body streams upstream as it arrives,
+// with a copy kept for a resend after a 401 (replay.go) when it is at most
+// retryBufferMax and the resend memory allows. A body of at most
+// smallBodyMax with a known length, and the body of a route whose checks
+// read it (policy.confirm, or the number and order IDs of the audit line),
+// is read whole first.
+func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	ex.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
+	if !bodyInMemory(r) {
+		// The body may still be on its way: every read pushes the read
+		// deadline forward (a body already read whole needs none).
+		ex.body.ctl, ex.body.timeout = http.NewResponseController(w.ResponseWriter), h.opts.ReadTimeout
+	}
+	if r.ContentLength > retryBufferMax {
+		r.Body = &ex.body
+		return nil
+	}
+	// A small body of known length is read first, into a fresh buffer the
+	// size of the body: it costs little, and a body net/http knows to be in
+	// memory goes upstream in the same write(2) as the headers.
+	small := r.ContentLength > 0 && r.ContentLength <= smallBodyMax
+	if !ex.decision.Confirm && !ex.auditIDs && !small {
+		ex.replay = newReplayBody(&ex.body, h.replay, retryBufferMax)
+		r.Body, r.GetBody = ex.replay, ex.replay.getBody
+		return nil
+	}
+	// Buffering has an overall deadline too, so a body trickled in just under
+	// the read timeout cannot hold a goroutine and a buffer indefinitely.
+	ex.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
+	// A fresh buffer per request, counted under server.resend_buffer_bytes
+	// with every other body copy: the transport may read it after the
+	// handler returns (a resend's body), so it is never handed to another.
+	data, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, ex.decision.Confirm, &ex.reserved)
+	ex.body.hardDeadline = time.Time{}
+	if err != nil {
+		if ex.body.err != nil {
+			w.Header().Set("Connection", "close")
+			return ex.body.err
+		}
+		return errBodyRead
+	}
+	if !complete {
+		// The body memory is spoken for: this body streams without a copy
+		// (no resend after a 401, no IDs on the audit line), after what was
+		// read.
+		if len(data) == 0 {
+			r.Body = &ex.body
+		} else {
+			r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
+		}
+		return nil
+	}
+	if len(data) > retryBufferMax {
+		// Unknown length and over the buffer: stream what was read, then the rest.
+		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
+		return nil
+	}
+	ex.buffered = data
+	r.ContentLength = int64(len(data))
+	r.TransferEncoding = nil
+	if len(data) == 0 {
+		r.Body = http.NoBody
+		return nil
+	}
+	// The transport sends this body on the first attempt (see RoundTrip);
+	// a resend gets a fresh reader from GetBody.
+	ex.memReader.Reset(data)
+	ex.memBody = io.NopCloser(&ex.memReader)
+	r.Body = ex.memBody
+	r.GetBody = ex.getBody
+	return nil
+}
+
+// getBody is the buffered body's http.Request.GetBody.
+func (ex *exchange) getBody() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(ex.buffered)), nil
+}

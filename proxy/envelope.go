@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/faxgate/faxgate/policy"
 )
 
 // envelope is the upstream's response shape plus the gateway's machine-readable
@@ -74,6 +76,11 @@ var (
 	errExpectation = &gatewayError{http.StatusExpectationFailed, "expectation_failed",
 		"expectation failed: the only Expect the gateway meets is 100-continue"}
 )
+
+// policyRefusal is a refusal of package policy, answered as the gateway's own.
+func policyRefusal(e *policy.Error) *gatewayError {
+	return &gatewayError{e.Status, e.Code, e.Message}
+}
 
 func forbidden(caller, route string) *gatewayError {
 	return &gatewayError{http.StatusForbidden, "forbidden", "caller " + caller + " may not call " + route}

@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// finish is the observe stage, run whatever serve did: it writes the
+// access line, the audit line and the request metrics.
+func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
+	if ex.replay != nil {
+		// The forward has returned (or never ran): no first attempt reads
+		// the body any more, and no resend can start.
+		ex.replay.attemptDone()
+		ex.replay.done()
+	}
+	if ex.reserved != 0 {
+		// Counted until now: the handler is done with the body's copy (a
+		// resend still reading it holds it only a moment longer).
+		h.replay.release(ex.reserved)
+	}
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	now := time.Now()
+	elapsed := now.Sub(ex.start)
+	pm := ex.pm
+	if pm == nil { // refused before the pair was looked up
+		pm = h.children.Load().pair(ex.caller, ex.route)
+	}
+	pm.request(ex.method, status).Inc()
+	pm.duration.Observe(elapsed.Seconds())
+	if al := h.opts.AccessLog; al != nil {
+		ex.status, ex.elapsed = status, elapsed
+		al.write(now, ex)
+	} else if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
+		ex.status, ex.elapsed = status, elapsed
+		// The field lives in the exchange: a variadic argument would be
+		// allocated on every request.
+		ex.logField[0] = zap.Inline(accessLine{ex})
+		ce.Write(ex.logField[:]...)
+	}
+	if ex.auditRoute != "" {
+		h.writeAudit(ex, status)
+	}
+}
