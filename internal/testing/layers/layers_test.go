@@ -12,10 +12,12 @@ import (
 const module = "github.com/faxgate/faxgate"
 
 // layers lists the module's packages from the bottom up, by path prefix
-// (a prefix names the package and every package below its folder). The
-// order is docs/architecture.md's picture; change both together.
+// (a prefix names the package and every package below its folder; the
+// longest prefix that names a package decides, so policy/routetable is in
+// layer 0 while the rest of policy is higher). The order is
+// docs/architecture.md's picture; change both together.
 var layers = [][]string{
-	{"internal/base", "internal/config"},
+	{"internal/base", "internal/config", "policy/routetable"},
 	{"metrics"},
 	{"policy", "tokencache", "internal/certstore"},
 	{"proxy", "internal/servertls"},
@@ -26,17 +28,18 @@ var layers = [][]string{
 // testSupport may import any package, and only tests import it.
 const testSupport = "internal/testing"
 
-// layerOf returns the layer of a package path relative to the module, or
-// -1 when no prefix names it.
+// layerOf returns the layer of a package path relative to the module, by
+// the longest prefix that names it, or -1 when none does.
 func layerOf(rel string) int {
+	layer, longest := -1, 0
 	for i, l := range layers {
 		for _, p := range l {
-			if rel == p || strings.HasPrefix(rel, p+"/") {
-				return i
+			if (rel == p || strings.HasPrefix(rel, p+"/")) && len(p) > longest {
+				layer, longest = i, len(p)
 			}
 		}
 	}
-	return -1
+	return layer
 }
 
 func TestNoImportRunsUpward(t *testing.T) {
@@ -91,6 +94,9 @@ func TestLayerOf(t *testing.T) {
 		{"metrics", 1},
 		{"policy", 2},
 		{"policy/limit", 2},
+		{"policy/routetable", 0},
+		{"policy/routetable/x", 0},
+		{"policy/routetablex", 2},
 		{"proxy/listener", 3},
 		{"internal/app/gateway", 4},
 		{"cmd/faxgate", 5},
