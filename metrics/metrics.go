@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
-	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // Metrics holds every collector faxgate exports. Label values are only ever a
@@ -250,10 +250,10 @@ func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Method maps an HTTP method to its label value: one of the methods the
-// gateway forwards (config.Methods), or "other", so a caller cannot mint
+// gateway forwards (routetable.Methods), or "other", so a caller cannot mint
 // label values.
 func Method(m string) string {
-	if config.IsMethod(m) {
+	if routetable.IsMethod(m) {
 		return m
 	}
 	return "other"
