@@ -138,7 +138,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 		ex.target, ex.route = tgt, tgt.Route
 		if base := rules.Policy.Base(tgt.Route); base.Sensitive {
 			ex.auditRoute = tgt.Route
-			ex.auditIDs = tgt.Route == "numbers.delete" || base.Confirm
+			ex.auditIDs = policy.AuditCarriesIDs(tgt.Route, base)
 		}
 	}
 
