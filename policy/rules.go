@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/identity"
 )
 
 // Rules is everything that decides what a caller may do, compiled from the
@@ -13,7 +14,7 @@ import (
 // one atomic pointer, so a reload swaps it whole between requests.
 type Rules struct {
 	Table      *Table
-	Identifier *Identifier
+	Identifier *identity.Identifier
 	Policy     *Policy
 	Limiter    RateLimiter
 	// Budget is upstream_budget's limits; nil when there are none.
@@ -51,7 +52,7 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 	if err != nil {
 		return nil, err
 	}
-	id, err := NewIdentifier(cfg.Callers)
+	id, err := identity.New(cfg.Callers)
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,34 @@ import (
 // each of them at its YAML path, so that moving the rules lost none.
 
 // validatedConfig is a configuration that passes config.Validate, with the
-// callers of the identify tests.
+// callers of validationCallers.
 func validatedConfig(t *testing.T) *config.Config {
 	t.Helper()
 	c := config.Default()
 	c.Upstream.BaseURL = "https://api.example.com"
 	c.Upstream.APIKeyEnv = "FAXGATE_API_KEY"
-	c.Callers = testCallers("guest")
+	c.Callers = validationCallers()
 	c.Routes.Extra = []config.Route{{Name: "ok", Method: "GET", Path: "/v1/ok"}}
 	if ps := config.Validate(&c); ps != nil {
 		t.Fatalf("the base configuration is invalid:\n%v", ps)
 	}
 	return &c
+}
+
+// validationCallers: four callers that identify nobody twice, for the
+// cases below to break one at a time.
+func validationCallers() config.Callers {
+	return config.Callers{
+		IdentityHeader: "X-Faxgate-Caller",
+		TrustedProxies: []string{"10.0.0.1/32"},
+		Unidentified:   "guest",
+		List: []config.Caller{
+			{Name: "intake", CIDRs: []string{"10.20.0.0/16"}, SpiffeIDs: []string{"spiffe://example.org/ns/a/sa/intake"}, HeaderValues: []string{"intake"}},
+			{Name: "billing", CIDRs: []string{"10.20.30.0/24"}, SpiffeIDs: []string{"spiffe://example.org/ns/a/sa/billing"}, HeaderValues: []string{"billing"}},
+			{Name: "ops", CIDRs: []string{"10.20.30.40/32"}, SpiffeIDs: []string{"spiffe://example.org/ns/a/sa/ops"}, HeaderValues: []string{"ops"}},
+			{Name: "guest"},
+		},
+	}
 }
 
 // wantProblem fails unless ps has a problem at exactly path whose message
@@ -100,7 +116,7 @@ func TestValidateRefusesCallers(t *testing.T) {
 		{"duplicate cidr", func(c *config.Callers) { c.List[1].CIDRs = []string{"10.20.0.0/16"} }, "callers.list[1].cidrs[0]", `also identifies caller "intake"`},
 		{"duplicate cidr unmasked", func(c *config.Callers) { c.List[1].CIDRs = []string{"10.20.9.9/16"} }, "callers.list[1].cidrs[0]", `also identifies caller "intake"`},
 		{"duplicate cidr 4in6", func(c *config.Callers) { c.List[1].CIDRs = []string{"::ffff:10.20.0.0/112"} }, "callers.list[1].cidrs[0]", `also identifies caller "intake"`},
-		{"duplicate spiffe", func(c *config.Callers) { c.List[2].SpiffeIDs = []string{spiffeIntake} }, "callers.list[2].spiffe_ids[0]", `also identifies caller "intake"`},
+		{"duplicate spiffe", func(c *config.Callers) { c.List[2].SpiffeIDs = []string{"spiffe://example.org/ns/a/sa/intake"} }, "callers.list[2].spiffe_ids[0]", `also identifies caller "intake"`},
 		{"duplicate header value", func(c *config.Callers) { c.List[2].HeaderValues = []string{"billing"} }, "callers.list[2].header_values[0]", `also identifies caller "billing"`},
 		{"padded header value", func(c *config.Callers) { c.List[2].HeaderValues = []string{" ops"} }, "callers.list[2].header_values[0]", "surrounding spaces"},
 		{"empty header value", func(c *config.Callers) { c.List[2].HeaderValues = []string{""} }, "callers.list[2].header_values[0]", "must not be empty"},

@@ -1,4 +1,4 @@
-package policy
+package identity
 
 import (
 	"net/http"
@@ -16,7 +16,7 @@ import (
 // the identity header is one whose header_values holds the exact value; a
 // caller named through XFCC lists the URI of the last element in spiffe_ids.
 func FuzzIdentify(f *testing.F) {
-	id, err := NewIdentifier(config.Callers{
+	id, err := New(config.Callers{
 		IdentityHeader: "X-Faxgate-Caller",
 		TrustedProxies: []string{"10.0.0.0/8"},
 		Unidentified:   "deny",

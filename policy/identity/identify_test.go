@@ -1,4 +1,4 @@
-package policy
+package identity
 
 import (
 	"crypto/ecdsa"
@@ -27,7 +27,7 @@ const (
 
 func testCallers(unidentified string) config.Callers {
 	return config.Callers{
-		IdentityHeader: "x-faxgate-caller", // canonicalised by NewIdentifier
+		IdentityHeader: "x-faxgate-caller", // canonicalised by New
 		TrustedProxies: []string{"10.0.0.1/32", "fd00::/64"},
 		Unidentified:   unidentified,
 		List: []config.Caller{
@@ -163,7 +163,7 @@ func TestIdentify(t *testing.T) {
 		{"peer without port", "deny", idReq("10.20.1.1", nil), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id, err := NewIdentifier(testCallers(tc.unidentified))
+			id, err := New(testCallers(tc.unidentified))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestIdentifyRealMTLS(t *testing.T) {
 	client := newLeaf(t, ca, caKey, spiffeOps)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	id, err := NewIdentifier(testCallers("deny"))
+	id, err := New(testCallers("deny"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func newLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, uri st
 }
 
 func BenchmarkIdentify(b *testing.B) {
-	id, err := NewIdentifier(testCallers("guest"))
+	id, err := New(testCallers("guest"))
 	if err != nil {
 		b.Fatal(err)
 	}

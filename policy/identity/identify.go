@@ -1,4 +1,8 @@
-package policy
+// Package identity names the caller of a request (docs/callers-and-policy.md):
+// a verified client certificate's SPIFFE ID, then, from a trusted proxy, the
+// X-Forwarded-Client-Cert URI or the identity header, then the peer's
+// address, then callers.unidentified.
+package identity
 
 import (
 	"crypto/x509"
@@ -77,12 +81,12 @@ func (t *prefixTable) lookup(a netip.Addr) (string, bool) {
 	return "", false
 }
 
-// NewIdentifier compiles callers, which must have passed config.Validate:
+// New compiles callers, which must have passed config.Validate:
 // that is the one place the rules for them live (caller names, SPIFFE IDs,
 // header values, and no identifier given to two callers). CIDRs are read by
 // config.ParseCIDR, as validation read them; the only error is its guard
 // against a CIDR validated input never has.
-func NewIdentifier(c config.Callers) (*Identifier, error) {
+func New(c config.Callers) (*Identifier, error) {
 	id := &Identifier{
 		spiffe:    map[string]string{},
 		headerVal: map[string]string{},
