@@ -22,8 +22,8 @@ const (
 	rulesFile     = repoRoot + "/deploy/prometheus/faxgate-rules.yaml"
 	rulesTestFile = repoRoot + "/deploy/prometheus/faxgate-rules_test.yaml"
 	dashboardFile = repoRoot + "/deploy/grafana/faxgate.json"
-	readmeFile    = repoRoot + "/README.md"
-	runbookBase   = "https://github.com/faxgate/faxgate/blob/main/README.md#"
+	runbookFile   = repoRoot + "/docs/runbook.md"
+	runbookBase   = "https://github.com/faxgate/faxgate/blob/main/docs/runbook.md#"
 )
 
 func TestRulesPassPromtoolCheck(t *testing.T) {
@@ -54,8 +54,8 @@ func readRules(t *testing.T) ruleFile {
 }
 
 // TestEveryAlertIsDocumentedAndProven: every alert follows the mixin
-// conventions, its runbook_url points at a README heading, and the promtool
-// tests have a case where it fires and one where it stays silent.
+// conventions, its runbook_url points at a heading of docs/runbook.md, and
+// the promtool tests have a case where it fires and one where it stays silent.
 func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
 	var tests struct {
 		Tests []struct {
@@ -83,7 +83,7 @@ func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
 			}
 		}
 	}
-	anchors := readmeAnchors(t)
+	anchors := runbookAnchors(t)
 	n := 0
 	for _, g := range readRules(t).Groups {
 		for _, r := range g.Rules {
@@ -103,7 +103,7 @@ func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
 				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 			}
 			if !anchors[strings.ToLower(r.Alert)] {
-				t.Errorf("%s: README.md has no heading %q for its runbook_url", r.Alert, r.Alert)
+				t.Errorf("%s: docs/runbook.md has no heading %q for its runbook_url", r.Alert, r.Alert)
 			}
 			if !fires[r.Alert] {
 				t.Errorf("%s: no promtool case where it fires", r.Alert)
@@ -118,10 +118,10 @@ func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
 	}
 }
 
-// readmeAnchors are the GitHub anchors of README.md's headings.
-func readmeAnchors(t *testing.T) map[string]bool {
+// runbookAnchors are the GitHub anchors of docs/runbook.md's headings.
+func runbookAnchors(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(readmeFile)
+	b, err := os.ReadFile(runbookFile)
 	if err != nil {
 		t.Fatal(err)
 	}
