@@ -6,20 +6,21 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // RouteUnmatched is the route name of a request under /v1/ that matches no
 // route (docs/callers-and-policy.md).
-const RouteUnmatched = config.RouteUnmatched
+const RouteUnmatched = routetable.Unmatched
 
 // RouteAuth is the built-in route of the token endpoint, which the gateway
 // owns and never forwards for a caller.
-const RouteAuth = "auth"
+const RouteAuth = routetable.Auth
 
 // Table resolves request-targets to routes. It is immutable after
 // construction and safe for concurrent use.
 type Table struct {
-	routes        []config.Route
+	routes        []routetable.Route
 	root          node // the node of the "v1" segment
 	unmatchedDeny bool
 }
@@ -48,7 +49,7 @@ type segment struct {
 	param bool
 }
 
-// NewTable builds the table from config.BuiltinRoutes() plus extra
+// NewTable builds the table from routetable.Builtin() plus extra
 // (routes.extra, docs/configuration.md). With unmatchedDeny, paths under /v1/
 // that match no route are refused with 404 unknown_route instead of resolving
 // to "unmatched".
@@ -61,13 +62,13 @@ type segment struct {
 // path, which would forward requests there (failing closed is the point).
 func NewTable(extra []config.Route, unmatchedDeny bool) (*Table, error) {
 	t := &Table{unmatchedDeny: unmatchedDeny, root: node{name: "v1"}}
-	for i, r := range config.BuiltinRoutes() {
+	for i, r := range routetable.Builtin() {
 		if err := t.add(r); err != nil {
 			return nil, fmt.Errorf("built-in route %d: %w", i, err)
 		}
 	}
 	for i, r := range extra {
-		if err := t.add(r); err != nil {
+		if err := t.add(routetable.Route(r)); err != nil {
 			return nil, fmt.Errorf("routes.extra[%d]: %w", i, err)
 		}
 	}
@@ -77,7 +78,7 @@ func NewTable(extra []config.Route, unmatchedDeny bool) (*Table, error) {
 // add puts a validated route into the trie. Fixed segments are matched
 // ignoring case, so a segment the table already has keeps its first
 // spelling (validation refuses a second one).
-func (t *Table) add(r config.Route) error {
+func (t *Table) add(r routetable.Route) error {
 	rest, ok := strings.CutPrefix(r.Path, "/v1/")
 	if !ok {
 		return fmt.Errorf("path %q is not under /v1/ (the configuration was not validated)", r.Path)
@@ -91,8 +92,8 @@ func (t *Table) add(r config.Route) error {
 	rt := route{name: r.Name, method: r.Method}
 	n := &t.root
 	for _, s := range strings.Split(rest, "/") {
-		if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' {
-			rt.pattern = append(rt.pattern, segment{text: s[1 : len(s)-1], param: true})
+		if name, ok := routetable.ParamName(s); ok {
+			rt.pattern = append(rt.pattern, segment{text: name, param: true})
 			rt.params = true
 			if n.param == nil {
 				n.param = &node{}
@@ -130,8 +131,8 @@ func (n *node) child(seg string) *node {
 
 // Routes lists every route, built-in ones first, then the extras in
 // configuration order. The slice is a copy.
-func (t *Table) Routes() []config.Route {
-	return append([]config.Route(nil), t.routes...)
+func (t *Table) Routes() []routetable.Route {
+	return append([]routetable.Route(nil), t.routes...)
 }
 
 // hasRoute reports whether name is a route of the table or "unmatched".
@@ -170,11 +171,11 @@ func validSegment(s string) bool {
 	return true
 }
 
-// segmentByte is config.IsSegmentByte ([A-Za-z0-9_-]) as a table for the
-// hot path.
+// segmentByte is routetable.IsSegmentByte ([A-Za-z0-9_-]) as a table for
+// the hot path.
 var segmentByte = func() (t [256]bool) {
 	for c := range t {
-		t[c] = config.IsSegmentByte(byte(c))
+		t[c] = routetable.IsSegmentByte(byte(c))
 	}
 	return t
 }()

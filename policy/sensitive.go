@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // Resolve resolves a request-target like Table.Resolve and applies the one
@@ -90,7 +91,7 @@ func newSensitivePaths(t *Table, p *Policy) *sensitivePaths {
 
 // child returns the node for the pattern segment seg, creating it.
 func (n *sensitivePaths) child(seg string) *sensitivePaths {
-	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
+	if _, ok := routetable.ParamName(seg); ok {
 		if n.param == nil {
 			n.param = &sensitivePaths{}
 		}
@@ -140,13 +141,14 @@ func (n *sensitivePaths) walk(rest string) string {
 // sensitivePattern is a sensitive route's path pattern, split after "/v1/".
 type sensitivePattern struct {
 	route string
+	path  string   // as configured
 	segs  []string // fixed segments as configured; "" for a parameter
 }
 
 func splitPattern(path string) []string {
 	segs := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
 	for i, s := range segs {
-		if len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' {
+		if _, ok := routetable.ParamName(s); ok {
 			segs[i] = ""
 		}
 	}
@@ -169,16 +171,15 @@ func (p *sensitivePattern) prefixOf(path string) bool {
 
 // newShadows finds, for every route that is not sensitive, the sensitive
 // routes below whose path it can match a request path without having been
-// configured there: its pattern is longer, agrees with the sensitive
-// pattern wherever both have fixed segments, but has a parameter where the
-// sensitive one has a fixed segment or the other way round. Routes that
-// cannot are absent, so that Resolve costs nothing for them.
+// configured there (routetable.ReachesBelow: a parameter where the
+// sensitive pattern has a fixed segment or the other way round). Routes
+// that cannot are absent, so that Resolve costs nothing for them.
 func newShadows(t *Table, p *Policy) map[string][]sensitivePattern {
 	routes := t.Routes()
 	var sens []sensitivePattern
 	for _, rt := range routes {
 		if p.Base(rt.Name).Sensitive {
-			sens = append(sens, sensitivePattern{route: rt.Name, segs: splitPattern(rt.Path)})
+			sens = append(sens, sensitivePattern{route: rt.Name, path: rt.Path, segs: splitPattern(rt.Path)})
 		}
 	}
 	var out map[string][]sensitivePattern
@@ -186,25 +187,8 @@ func newShadows(t *Table, p *Policy) map[string][]sensitivePattern {
 		if p.Base(rt.Name).Sensitive {
 			continue
 		}
-		segs := splitPattern(rt.Path)
 		for _, s := range sens {
-			if len(segs) <= len(s.segs) {
-				continue
-			}
-			overlap, same := true, true
-			for i, want := range s.segs {
-				got := segs[i]
-				switch {
-				case want == "" && got == "":
-				case want != "" && got != "":
-					if !ascii.EqualFold(want, got) {
-						overlap = false
-					}
-				default:
-					same = false
-				}
-			}
-			if overlap && !same {
+			if routetable.OverlapOf(s.path, rt.Path) == routetable.ReachesBelow {
 				if out == nil {
 					out = map[string][]sensitivePattern{}
 				}
