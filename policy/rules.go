@@ -7,6 +7,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy/identity"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 // Rules is everything that decides what a caller may do, compiled from the
@@ -16,9 +17,9 @@ type Rules struct {
 	Table      *Table
 	Identifier *identity.Identifier
 	Policy     *Policy
-	Limiter    RateLimiter
+	Limiter    limit.RateLimiter
 	// Budget is upstream_budget's limits; nil when there are none.
-	Budget Budget
+	Budget limit.Budget
 	// HonorRetryAfter and MaxHold are upstream_budget's: an upstream 429
 	// holds its route for its Retry-After, at most MaxHold.
 	HonorRetryAfter bool
@@ -60,20 +61,25 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 	if err != nil {
 		return nil, err
 	}
-	lim, err := newRateLimiter(cfg, now, opts)
-	if err != nil {
-		return nil, err
-	}
 	var o compileOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	var prevLimiter limit.RateLimiter
+	var prevBudget limit.Budget
+	if o.prev != nil {
+		prevLimiter, prevBudget = o.prev.Limiter, o.prev.Budget
+	}
+	lim, err := limit.NewRateLimiter(cfg, now, o.deps, prevLimiter)
+	if err != nil {
+		return nil, err
 	}
 	return &Rules{
 		Table:      table,
 		Identifier: id,
 		Policy:     pol,
 		Limiter:    lim,
-		Budget:     newBudget(cfg, table.routeNames(), now, o),
+		Budget:     limit.NewBudget(cfg, table.routeNames(), now, o.deps, prevBudget),
 
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 import (
 	"context"
@@ -41,31 +41,31 @@ func TestReloadKeepsRateLimitState(t *testing.T) {
 	cfg := config.Default()
 	cfg.Callers.List = []config.Caller{{Name: "a", CIDRs: []string{"10.0.0.0/8"}, Allow: []string{"*"},
 		RateLimit: &config.Limit{RPS: 1, Burst: 2}}}
-	first, err := Compile(&cfg, clk.now)
+	first, err := NewRateLimiter(&cfg, clk.now, Deps{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	first.Limiter.Allow(ctx, "a")
-	first.Limiter.Allow(ctx, "a") // burst used up
-	second, err := Compile(&cfg, clk.now, WithPrevious(first))
+	first.Allow(ctx, "a")
+	first.Allow(ctx, "a") // burst used up
+	second, err := NewRateLimiter(&cfg, clk.now, Deps{}, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := second.Limiter.Allow(ctx, "a"); got.Allowed {
+	if got := second.Allow(ctx, "a"); got.Allowed {
 		t.Fatal("a reload refilled the caller's burst")
 	}
 	cfg.Callers.List[0].RateLimit = &config.Limit{RPS: 10, Burst: 20}
-	third, err := Compile(&cfg, clk.now, WithPrevious(second))
+	third, err := NewRateLimiter(&cfg, clk.now, Deps{}, second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(100 * time.Millisecond) // one token at the new rate
-	if got := third.Limiter.Allow(ctx, "a"); !got.Allowed || got.Limit != 20 {
+	if got := third.Allow(ctx, "a"); !got.Allowed || got.Limit != 20 {
 		t.Fatalf("a changed limit does not apply after reload: %+v", got)
 	}
-	fresh, _ := Compile(&cfg, clk.now)
-	if got := fresh.Limiter.Allow(ctx, "a"); !got.Allowed || got.Remaining != 19 {
-		t.Fatalf("without WithPrevious the bucket starts full: %+v", got)
+	fresh, _ := NewRateLimiter(&cfg, clk.now, Deps{}, nil)
+	if got := fresh.Allow(ctx, "a"); !got.Allowed || got.Remaining != 19 {
+		t.Fatalf("without a previous limiter the bucket starts full: %+v", got)
 	}
 }

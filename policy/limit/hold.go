@@ -1,4 +1,4 @@
-package policy
+package limit
 
 // Retry-After holds (upstream_budget.honor_retry_after,
 // docs/upstream-budget.md).

@@ -1,4 +1,4 @@
-package policy_test
+package limit_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/metrics"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 func budgetOf(limits []config.BudgetLimit, shares map[string]config.Share) config.UpstreamBudget {
@@ -22,7 +22,7 @@ func budgetOf(limits []config.BudgetLimit, shares map[string]config.Share) confi
 }
 
 type budgetReplica struct {
-	b    *policy.RedisBudget
+	b    *limit.RedisBudget
 	met  *metrics.Metrics
 	cmds *countingHook
 }
@@ -36,7 +36,7 @@ func replicas(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint 
 		h := &countingHook{}
 		c.AddHook(h)
 		m := metrics.New(prometheus.NewRegistry(), "test")
-		out = append(out, budgetReplica{met: m, cmds: h, b: policy.NewRedisBudget(policy.RedisBudgetOptions{
+		out = append(out, budgetReplica{met: m, cmds: h, b: limit.NewRedisBudget(limit.RedisBudgetOptions{
 			Client: c, KeyPrefix: "faxgate:", Budget: bud, ReplicasHint: hint, Metrics: m,
 			Timeout: 2 * time.Second, Routes: []string{"contacts.list", "faxes.send"},
 		})})
@@ -73,7 +73,7 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 	if batch.Load() != 15 || intake.Load() != 5 {
 		t.Errorf("batch %d (want the 15 unreserved), intake %d (want its 5)", batch.Load(), intake.Load())
 	}
-	if n, decisions := scriptRuns(t, r.Client(t)), int64(3*20+20); n != decisions {
+	if n, decisions := redistest.ScriptRuns(t, r.Client(t)), int64(3*20+20); n != decisions {
 		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
 	}
 	d := reps[1].b.Admit(ctx, "batch", "contacts.list")
@@ -85,7 +85,7 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	w := st.Limits[0].Windows[0]
-	if w.Used != 20 || w.Remaining != 0 || w.Callers["intake"] != (policy.CallerWindow{Used: 5, Reserved: 5}) ||
+	if w.Used != 20 || w.Remaining != 0 || w.Callers["intake"] != (limit.CallerWindow{Used: 5, Reserved: 5}) ||
 		w.Callers["batch"].Used != 15 || w.Pool != 15 || w.PoolUsed != 15 {
 		t.Errorf("window %+v", w)
 	}
@@ -103,7 +103,7 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 	rep := replicas(t, r.Addr, 1, bud, 1)[0]
 	ctx := context.Background()
 	admitted := 0
-	var last policy.BudgetDecision
+	var last limit.BudgetDecision
 	for range 8 {
 		if last = rep.b.Admit(ctx, "batch", "faxes.send"); last.Allowed {
 			admitted++
@@ -177,9 +177,9 @@ func TestRedisHoldsReachTheFleet(t *testing.T) {
 	r := redistest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var hs []*policy.Holds
+	var hs []*limit.Holds
 	for range 3 {
-		h := policy.NewHolds(policy.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
+		h := limit.NewHolds(limit.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
 		hs = append(hs, h)
 		go h.Run(ctx)
 	}
@@ -203,7 +203,7 @@ func TestRedisHoldsReachTheFleet(t *testing.T) {
 	if _, ok := hs[1].Held("faxes.send"); ok {
 		t.Error("another route is held")
 	}
-	late := policy.NewHolds(policy.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
+	late := limit.NewHolds(limit.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
 	go late.Run(ctx)
 	waitUntil(t, 2*time.Second, "a late replica to learn the hold", func() bool { _, ok := late.Held("contacts.list"); return ok })
 	var seen []string
@@ -254,7 +254,7 @@ func TestRetryAfter(t *testing.T) {
 		{now.Add(-time.Minute).Format(http.TimeFormat), time.Second},
 		{now.Add(time.Hour).Format(http.TimeFormat), 10 * time.Minute},
 	} {
-		if got := policy.RetryAfter(tc.header, now, 10*time.Minute); got != tc.want {
+		if got := limit.RetryAfter(tc.header, now, 10*time.Minute); got != tc.want {
 			t.Errorf("Retry-After %q: hold %v, want %v", tc.header, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 // The upstream budget (upstream_budget.limits and .shares,
 // docs/upstream-budget.md): the vendor's limits, shared fairly between callers.
@@ -187,32 +187,35 @@ func (l *budgetLimit) poolUsed(counts map[string]int) int {
 
 // NewBudget builds the budget of cfg.upstream_budget; nil when it has no
 // limits, so that a request costs nothing then. With rate_limit.backend:
-// redis, opts must include WithRedis, and the windows are shared by the
-// fleet; otherwise they are this replica's at requests / replicas_hint.
-func newBudget(cfg *config.Config, routes []string, now func() time.Time, o compileOptions) Budget {
+// redis and d.Redis, the windows are shared by the fleet; otherwise they are
+// this replica's at requests / replicas_hint. prev, the budget in force
+// before a reload (nil at start), hands its local windows over. routes are
+// the route names GET /budget reports route-scope windows for.
+func NewBudget(cfg *config.Config, routes []string, now func() time.Time, d Deps, prev Budget) Budget {
 	if len(cfg.UpstreamBudget.Limits) == 0 {
 		return nil
 	}
 	hint := max(1, cfg.RateLimit.ReplicasHint)
-	if cfg.RateLimit.Backend != "redis" || o.redis == nil {
-		local := newLocalBudget(compileLimits(cfg.UpstreamBudget, hint), now, o.metrics)
-		if o.prev != nil {
-			if prev, ok := o.prev.Budget.(*LocalBudget); ok {
-				local.inherit(prev)
-			} else if prev, ok := o.prev.Budget.(*RedisBudget); ok {
-				local.inherit(prev.local)
-			}
+	var prevLocal *LocalBudget
+	switch p := prev.(type) {
+	case *LocalBudget:
+		prevLocal = p
+	case *RedisBudget:
+		prevLocal = p.local
+	}
+	if cfg.RateLimit.Backend != "redis" || d.Redis == nil {
+		local := newLocalBudget(compileLimits(cfg.UpstreamBudget, hint), now, d.Metrics)
+		if prevLocal != nil {
+			local.inherit(prevLocal)
 		}
 		return local
 	}
 	rb := NewRedisBudget(RedisBudgetOptions{
-		Client: o.redis, KeyPrefix: cfg.Redis.KeyPrefix, Budget: cfg.UpstreamBudget, ReplicasHint: hint,
-		Now: now, Timeout: o.timeout, Metrics: o.metrics, Logger: o.log, Routes: routes,
+		Client: d.Redis, KeyPrefix: cfg.Redis.KeyPrefix, Budget: cfg.UpstreamBudget, ReplicasHint: hint,
+		Now: now, Timeout: d.Timeout, Metrics: d.Metrics, Logger: d.Logger, Routes: routes,
 	})
-	if o.prev != nil {
-		if prev, ok := o.prev.Budget.(*RedisBudget); ok {
-			rb.local.inherit(prev.local)
-		}
+	if _, wasShared := prev.(*RedisBudget); wasShared && prevLocal != nil {
+		rb.local.inherit(prevLocal)
 	}
 	return rb
 }

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 // The shared upstream budget (upstream_budget with rate_limit.backend:
 // redis).
@@ -22,7 +22,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,11 +173,7 @@ type RedisBudget struct {
 
 	idPrefix string
 	seq      atomic.Uint64
-	cool     cooldown
-
-	warnMu   sync.Mutex
-	lastWarn time.Time
-	warned   bool
+	redis    redisFallback
 }
 
 var _ Budget = (*RedisBudget)(nil)
@@ -206,6 +201,10 @@ func NewRedisBudget(o RedisBudgetOptions) *RedisBudget {
 		fallbk:   o.Metrics.BudgetFallback,
 		routes:   o.Routes,
 		idPrefix: hex.EncodeToString(id[:]) + "-",
+		redis: redisFallback{timeout: o.Timeout, log: o.Logger,
+			upMsg:      "Redis answers again: the upstream budget is shared by the fleet again",
+			downMsg:    "Redis unreachable or too slow: the upstream budget is enforced locally at requests / replicas_hint",
+			downFields: []zap.Field{zap.Duration("retry_every", redisRateCooldown)}},
 	}
 }
 
@@ -216,22 +215,12 @@ func (b *RedisBudget) keys(l *budgetLimit, route string) (z, h string) {
 
 // Admit implements Budget: one script, or the local fallback.
 func (b *RedisBudget) Admit(ctx context.Context, caller, route string) BudgetDecision {
-	now := b.now()
-	if b.cool.try(now) {
-		d, err := b.decide(ctx, caller, route)
-		if err == nil {
-			b.sharedOK()
-			return d
-		}
-		if ctx.Err() != nil {
-			// The caller went away: nothing will be forwarded, so
-			// nothing is counted anywhere.
-			return BudgetDecision{Limit: "none", RetryAfter: time.Second}
-		}
-		b.sharedFailed(now, err)
-	}
-	b.fallbk.Inc()
-	return b.local.Admit(ctx, caller, route)
+	return decideShared(&b.redis, ctx, b.now(), b.fallbk,
+		func(ctx context.Context) (BudgetDecision, error) { return b.decide(ctx, caller, route) },
+		func() BudgetDecision { return b.local.Admit(ctx, caller, route) },
+		// The caller went away: nothing will be forwarded, so nothing is
+		// counted anywhere.
+		func() BudgetDecision { return BudgetDecision{Limit: "none", RetryAfter: time.Second} })
 }
 
 func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetDecision, error) {
@@ -257,8 +246,6 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetD
 		return BudgetDecision{Allowed: true}, nil
 	}
 	args[2] = len(applied)
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
 	v, err := budgetScript.Run(ctx, b.client, keys, args...).Int64Slice()
 	if err != nil {
 		return BudgetDecision{}, err
@@ -277,29 +264,6 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetD
 		d.Limit = applied[i].name
 	}
 	return d, nil
-}
-
-func (b *RedisBudget) sharedOK() {
-	if !b.cool.ok() {
-		return
-	}
-	b.warnMu.Lock()
-	defer b.warnMu.Unlock()
-	if b.warned {
-		b.warned = false
-		b.log.Info("Redis answers again: the upstream budget is shared by the fleet again")
-	}
-}
-
-func (b *RedisBudget) sharedFailed(now time.Time, err error) {
-	b.cool.failed(now)
-	b.warnMu.Lock()
-	defer b.warnMu.Unlock()
-	if b.lastWarn.IsZero() || now.Sub(b.lastWarn) >= redisRateWarnEvery {
-		b.lastWarn, b.warned = now, true
-		b.log.Warn("Redis unreachable or too slow: the upstream budget is enforced locally at requests / replicas_hint",
-			zap.Error(err), zap.Duration("retry_every", redisRateCooldown))
-	}
 }
 
 // Status implements Budget: the shared windows of every limit (route-scope

@@ -1,13 +1,9 @@
-package policy_test
+package limit_test
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,14 +18,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
-	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/metrics"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 // redisClient is a client as faxgate serve builds it, for the server at addr.
@@ -58,7 +52,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 type limiterEnv struct {
-	lim    *policy.RedisRateLimiter
+	lim    *limit.RedisRateLimiter
 	client redis.UniversalClient
 	met    *metrics.Metrics
 	reg    *prometheus.Registry
@@ -66,7 +60,7 @@ type limiterEnv struct {
 	cmds   *countingHook
 }
 
-func newLimiter(t testing.TB, addr string, o policy.RedisRateOptions) *limiterEnv {
+func newLimiter(t testing.TB, addr string, o limit.RedisRateOptions) *limiterEnv {
 	t.Helper()
 	e := &limiterEnv{client: redisClient(t, addr), reg: prometheus.NewPedanticRegistry(), cmds: &countingHook{}}
 	e.client.AddHook(e.cmds)
@@ -82,7 +76,7 @@ func newLimiter(t testing.TB, addr string, o policy.RedisRateOptions) *limiterEn
 		// Redis, and must not fall back on a loaded test machine.
 		o.Timeout = 2 * time.Second
 	}
-	e.lim = policy.NewRedisRateLimiter(o)
+	e.lim = limit.NewRedisRateLimiter(o)
 	return e
 }
 
@@ -106,7 +100,7 @@ func caller(name string, rps float64, burst int) config.Caller {
 func TestRedisBurstThenOnePerInterval(t *testing.T) {
 	r := redistest.Start(t)
 	const interval = 100 * time.Millisecond // rps 10
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 10, 5))})
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", 10, 5))})
 	ctx := context.Background()
 
 	start := time.Now()
@@ -160,7 +154,7 @@ func TestRedisBurstThenOnePerInterval(t *testing.T) {
 func TestRedisNoBoundaryBurst(t *testing.T) {
 	r := redistest.Start(t)
 	const rps, burst = 20.0, 5
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", rps, burst))})
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", rps, burst))})
 
 	// Start 200ms before a second boundary and run across two more.
 	now := time.Now()
@@ -217,7 +211,7 @@ func TestRedisNoBoundaryBurst(t *testing.T) {
 // under the configured prefix, so idle callers cost Redis nothing.
 func TestRedisKeysExpire(t *testing.T) {
 	r := redistest.Start(t)
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{KeyPrefix: "fg-test:", Callers: callers(caller("a", 10, 5))})
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{KeyPrefix: "fg-test:", Callers: callers(caller("a", 10, 5))})
 	ctx := context.Background()
 	rc := r.Client(t)
 
@@ -267,7 +261,7 @@ func TestRedisKeysExpire(t *testing.T) {
 // quota alone; each has its own limit (own rate_limit, or the default).
 func TestRedisCallersIndependent(t *testing.T) {
 	r := redistest.Start(t)
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{
 		Callers: callers(caller("a", 1, 2), config.Caller{Name: "b"}),
 		Default: config.Limit{RPS: 1, Burst: 3},
 	})
@@ -294,7 +288,7 @@ func TestRedisCallersIndependent(t *testing.T) {
 // deployment on the same Redis) from another.
 func TestRedisBucketSharedByReplicas(t *testing.T) {
 	r := redistest.Start(t)
-	o := policy.RedisRateOptions{Callers: callers(caller("a", 1, 4))}
+	o := limit.RedisRateOptions{Callers: callers(caller("a", 1, 4))}
 	r1, r2 := newLimiter(t, r.Addr, o), newLimiter(t, r.Addr, o)
 	ctx := context.Background()
 	admitted := 0
@@ -316,7 +310,7 @@ func TestRedisBucketSharedByReplicas(t *testing.T) {
 // the caller's bucket lives in Redis and is not refilled by it.
 func TestRedisRebuiltLimiterKeepsState(t *testing.T) {
 	r := redistest.Start(t)
-	o := policy.RedisRateOptions{Callers: callers(caller("a", 1, 3))}
+	o := limit.RedisRateOptions{Callers: callers(caller("a", 1, 3))}
 	old := newLimiter(t, r.Addr, o)
 	for range 3 {
 		old.lim.Allow(context.Background(), "a")
@@ -333,7 +327,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	r := redistest.Start(t)
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// Shared: 30 rps, burst 6. Local share with 3 replicas: 10 rps, burst 2.
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3, Now: clock.Now})
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3, Now: clock.Now})
 	ctx := context.Background()
 
 	if res := e.lim.Allow(ctx, "a"); !res.Allowed || res.Limit != 6 {
@@ -437,7 +431,7 @@ func TestRedisMetricsAbsentUntilUsed(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_backend_up", "faxgate_rate_limit_fallback_total"); err != nil || n != 0 {
 		t.Errorf("%d series before any Redis limiter (err %v), want 0", n, err)
 	}
-	policy.NewRedisRateLimiter(policy.RedisRateOptions{Metrics: m, Callers: callers(caller("a", 1, 1), caller("b", 1, 1))})
+	limit.NewRedisRateLimiter(limit.RedisRateOptions{Metrics: m, Callers: callers(caller("a", 1, 1), caller("b", 1, 1))})
 	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_fallback_total"); err != nil || n != 2 {
 		t.Errorf("%d fallback series for 2 callers (err %v), want 2", n, err)
 	}
@@ -449,7 +443,7 @@ func TestRedisSlowRedisCostsAtMostTheTimeout(t *testing.T) {
 	r := redistest.Start(t)
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const timeout = 50 * time.Millisecond
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3,
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", 30, 6)), ReplicasHint: 3,
 		Now: clock.Now, Timeout: timeout})
 	ctx := context.Background()
 	// A pooled connection and a cached script, as in steady traffic.
@@ -502,7 +496,7 @@ func TestRedisSlowRedisCostsAtMostTheTimeout(t *testing.T) {
 // its Redis call; that says nothing about Redis.
 func TestRedisCanceledRequestIsNotAnOutage(t *testing.T) {
 	r := redistest.Start(t)
-	e := newLimiter(t, r.Addr, policy.RedisRateOptions{Callers: callers(caller("a", 30, 6))})
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", 30, 6))})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	e.lim.Allow(ctx, "a")
@@ -514,314 +508,40 @@ func TestRedisCanceledRequestIsNotAnOutage(t *testing.T) {
 	}
 }
 
-// TestCompileRateLimitBackend: Compile picks the limiter of
+// TestNewRateLimiterBackend: NewRateLimiter picks the limiter of
 // rate_limit.backend, and refuses redis without a client.
-func TestCompileRateLimitBackend(t *testing.T) {
+func TestNewRateLimiterBackend(t *testing.T) {
 	r := redistest.Start(t)
 	client := redisClient(t, r.Addr)
 	met := metrics.New(prometheus.NewRegistry(), "test")
+	shared := limit.Deps{Redis: client, Metrics: met, Logger: zap.NewNop()}
 	for _, tc := range []struct {
 		backend string
-		opts    []policy.CompileOption
+		deps    limit.Deps
 		want    string // limiter type, or "error"
 	}{
-		{"local", nil, "*policy.LocalRateLimiter"},
-		{"local", []policy.CompileOption{policy.WithRedis(client, met, zap.NewNop())}, "*policy.LocalRateLimiter"},
-		{"redis", []policy.CompileOption{policy.WithRedis(client, met, zap.NewNop())}, "*policy.RedisRateLimiter"},
-		{"redis", nil, "error"},
+		{"local", limit.Deps{}, "*limit.LocalRateLimiter"},
+		{"local", shared, "*limit.LocalRateLimiter"},
+		{"redis", shared, "*limit.RedisRateLimiter"},
+		{"redis", limit.Deps{}, "error"},
 	} {
-		t.Run(fmt.Sprintf("%s/%d-options", tc.backend, len(tc.opts)), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/redis-%v", tc.backend, tc.deps.Redis != nil), func(t *testing.T) {
 			cfg, err := config.Parse([]byte("upstream:\n  base_url: https://api.example.com\n  api_key_env: K\n"+
 				"callers:\n  list:\n    - name: a\n      cidrs: [\"10.0.0.0/8\"]\n      allow: [\"*\"]\n"+
 				"rate_limit:\n  backend: "+tc.backend+"\n"), func(string) (string, bool) { return "k", true })
 			if err != nil {
 				t.Fatal(err)
 			}
-			rules, err := policy.Compile(cfg, time.Now, tc.opts...)
+			l, err := limit.NewRateLimiter(cfg, time.Now, tc.deps, nil)
 			got := "error"
 			if err == nil {
-				got = fmt.Sprintf("%T", rules.Limiter)
+				got = fmt.Sprintf("%T", l)
 			}
 			if got != tc.want {
 				t.Errorf("limiter = %s (err %v), want %s", got, err, tc.want)
 			}
 		})
 	}
-}
-
-// --- Real gateways ---
-
-// rateLimitedFleetConfig identifies every local client as "svc".
-const rateLimitedFleetConfig = `
-callers:
-  list:
-    - name: svc
-      cidrs: ["127.0.0.0/8"]
-      allow: ["*"]
-      rate_limit: { rps: %v, burst: %d }
-rate_limit:
-  replicas_hint: %d
-log:
-  level: warn
-`
-
-// load sends rate requests per second, round-robin over gws, for d, and
-// checks every answer: 200 or 429 rate_limited, with the headers that
-// docs/callers-and-policy.md promises.
-type load struct {
-	ok, limited atomic.Int64
-	// sent counts requests sent; a starved test machine sends fewer than asked.
-	sent int
-	// span is from the first request sent to the last answer.
-	span     time.Duration
-	mu       sync.Mutex
-	problems []string
-}
-
-func (l *load) problem(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.problems) < 10 {
-		l.problems = append(l.problems, fmt.Sprintf(format, args...))
-	}
-}
-
-// limit, when not "", is the RateLimit-Limit every answer must carry.
-func drive(gws []*gatewaytest.Gateway, rate float64, d time.Duration, limit string) *load {
-	l := &load{}
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	end := time.After(d)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := 0; ; i++ {
-		select {
-		case <-end:
-			wg.Wait()
-			l.span = time.Since(start)
-			return l
-		case <-tick.C:
-		}
-		g := gws[i%len(gws)]
-		l.sent++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := g.Client.Post(g.URL+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
-			if err != nil {
-				l.problem("%v", err)
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				l.problem("reading the body: %v", err)
-				return
-			}
-			body := string(b)
-			h := resp.Header
-			if limit != "" && h.Get("RateLimit-Limit") != limit {
-				l.problem("HTTP %d with RateLimit-Limit %q, want %s", resp.StatusCode, h.Get("RateLimit-Limit"), limit)
-			}
-			for _, k := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
-				if _, err := strconv.Atoi(h.Get(k)); err != nil {
-					l.problem("HTTP %d without a numeric %s: %q", resp.StatusCode, k, h.Get(k))
-				}
-			}
-			switch resp.StatusCode {
-			case http.StatusOK:
-				l.ok.Add(1)
-			case http.StatusTooManyRequests:
-				l.limited.Add(1)
-				if !strings.Contains(body, `"error":"rate_limited"`) {
-					l.problem("429 body %q", body)
-				}
-				if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 {
-					l.problem("429 with Retry-After %q", h.Get("Retry-After"))
-				}
-				if h.Get("RateLimit-Remaining") != "0" {
-					l.problem("429 with RateLimit-Remaining %q", h.Get("RateLimit-Remaining"))
-				}
-			default:
-				l.problem("HTTP %d: %s", resp.StatusCode, body)
-			}
-		}()
-	}
-}
-
-func (l *load) check(t *testing.T) {
-	t.Helper()
-	if len(l.problems) > 0 {
-		t.Errorf("bad answers: %v", l.problems)
-	}
-}
-
-func newSim(t *testing.T) (*faxsim.Sim, *httptest.Server) {
-	sim := faxsim.New(faxsim.Options{APIKey: gatewaytest.Key})
-	up := httptest.NewServer(sim)
-	t.Cleanup(up.Close)
-	return sim, up
-}
-
-// TestRedisFleetSharesOneLimit is the measurement of issue 4: three replicas,
-// one caller at three times its limit spread over them for 10s; the fleet
-// admits rps x 10s + burst within 5%, and the upstream sees exactly that.
-func TestRedisFleetSharesOneLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("10s measurement")
-	}
-	r := redistest.Start(t)
-	sim, up := newSim(t)
-	const rps, burst = 20.0, 10
-	var gws []*gatewaytest.Gateway
-	for range 3 {
-		gws = append(gws, gatewaytest.Start(t, gatewaytest.Options{Sim: sim, Upstream: up,
-			Config: fmt.Sprintf(rateLimitedFleetConfig, rps, burst, 3), RateLimitRedisAddr: r.Addr,
-			RateLimitTimeout: 5 * time.Second}))
-	}
-	sim.Reset()
-
-	const d = 10 * time.Second
-	l := drive(gws, 3*rps, d, strconv.Itoa(burst))
-	l.check(t)
-	want := rps*d.Seconds() + burst
-	got := float64(l.ok.Load())
-	t.Logf("sent %d, admitted %v (expected rps x seconds + burst = %v, %+.1f%%), refused %d; upstream saw %d",
-		l.sent, got, want, 100*(got-want)/want, l.limited.Load(), sim.RouteCounts()["POST /v1/contacts/list"])
-	// Never more than the limit allows over the time the requests took.
-	if max := rps*l.span.Seconds() + burst + 1; got > max {
-		t.Errorf("admitted %v in %v, more than rps x time + burst + 1 = %v", got, l.span, max)
-	}
-	// A test machine starved by other work cannot send 3x the limit, nor
-	// answer within the 10s: the 5% are judged only when it could.
-	if l.sent >= int(0.95*3*rps*d.Seconds()) && l.span < d+time.Second {
-		if got < 0.95*want || got > 1.05*want {
-			t.Errorf("admitted %v, want %v within 5%%", got, want)
-		}
-	} else {
-		t.Logf("starved test machine (%d of %v requests sent, answers took %v): 5%% not judged", l.sent, 3*rps*d.Seconds(), l.span)
-	}
-	if n := sim.RouteCounts()["POST /v1/contacts/list"]; int64(n) != l.ok.Load() {
-		t.Errorf("upstream saw %d requests, the fleet admitted %d", n, l.ok.Load())
-	}
-	if n, decisions := scriptRuns(t, r.Client(t)), l.ok.Load()+l.limited.Load(); n != decisions {
-		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
-	}
-	var limited float64
-	for i, g := range gws {
-		if up := testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()); up != 1 {
-			t.Errorf("replica %d: backend_up %v, want 1", i, up)
-		}
-		if fb := testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")); fb != 0 {
-			t.Errorf("replica %d: %v fallbacks with Redis up", i, fb)
-		}
-		limited += testutil.ToFloat64(g.Metrics.RateLimited.WithLabelValues("svc"))
-	}
-	if limited != float64(l.limited.Load()) {
-		t.Errorf("faxgate_rate_limited_total sums to %v over the fleet, callers got %d 429s", limited, l.limited.Load())
-	}
-}
-
-// TestRedisGatewayOutage: Redis dies under traffic; the gateway keeps
-// answering (200 or 429, never 5xx) at rps / replicas_hint, counts the
-// fallback, and returns to the shared limit by itself once Redis is back.
-func TestRedisGatewayOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timed outage")
-	}
-	r := redistest.Start(t)
-	sim, up := newSim(t)
-	// Shared: 30 rps, burst 30. Local share with replicas_hint 3: 10 rps,
-	// burst 10 (a burst that absorbs a loaded machine's uneven arrivals).
-	const rps, burst, hint = 30.0, 30, 3
-	g := gatewaytest.Start(t, gatewaytest.Options{Sim: sim, Upstream: up,
-		Config: fmt.Sprintf(rateLimitedFleetConfig, rps, burst, hint), RateLimitRedisAddr: r.Addr,
-		RateLimitTimeout: 5 * time.Second})
-	gws := []*gatewaytest.Gateway{g}
-	backendUp := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()) }
-	fallbacks := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")) }
-
-	l := drive(gws, 2*rps, time.Second, "30")
-	l.check(t)
-	if backendUp() != 1 || fallbacks() != 0 {
-		t.Fatalf("with Redis up: backend_up %v, fallbacks %v; want 1, 0", backendUp(), fallbacks())
-	}
-
-	r.Kill()
-	const outage = 3 * time.Second
-	l = drive(gws, 2*rps, outage, "10")
-	l.check(t)
-	decisions := l.ok.Load() + l.limited.Load()
-	localMax := rps/hint*l.span.Seconds() + burst/hint + 1
-	t.Logf("outage: admitted %d of %d (local limit: %v + burst %d; shared would be %v), fallbacks %v",
-		l.ok.Load(), decisions, rps/hint*outage.Seconds(), burst/hint, rps*outage.Seconds()+burst, fallbacks())
-	starved := float64(l.sent) < 0.9*2*rps*outage.Seconds()
-	if got := float64(l.ok.Load()); got > localMax || !starved && got < 0.5*(rps/hint*outage.Seconds()+burst/hint) {
-		t.Errorf("admitted %v during the outage, want about %v (rps / replicas_hint)", got, rps/hint*outage.Seconds()+burst/hint)
-	}
-	if fb := fallbacks(); fb != float64(decisions) {
-		t.Errorf("fallbacks = %v for %d decisions during the outage", fb, decisions)
-	}
-	if backendUp() != 0 {
-		t.Errorf("backend_up = %v during the outage, want 0", backendUp())
-	}
-
-	r.Restart(t)
-	rc := r.Client(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for backendUp() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("backend_up did not return to 1 within 5s of Redis restarting")
-		}
-		drive(gws, 10, 200*time.Millisecond, "")
-	}
-	fb, runs := fallbacks(), scriptRuns(t, rc)
-	l = drive(gws, 2*rps, 2*time.Second, "30")
-	l.check(t)
-	decisions = l.ok.Load() + l.limited.Load()
-	t.Logf("after recovery: admitted %d of %d in 2s", l.ok.Load(), decisions)
-	starved = float64(l.sent) < 0.9*2*rps*2
-	if got := float64(l.ok.Load()); got > rps*l.span.Seconds()+burst+1 || !starved && got <= rps/hint*2.5+burst/hint {
-		t.Errorf("admitted %v in 2s after recovery, want the shared limit (about %v, more than local's %v)",
-			got, rps*2, rps/hint*2+burst/hint)
-	}
-	if fallbacks() != fb {
-		t.Errorf("%v more fallbacks after recovery", fallbacks()-fb)
-	}
-	if n := scriptRuns(t, rc) - runs; n != decisions {
-		t.Errorf("Redis ran the script %d times for %d decisions after recovery, want one each", n, decisions)
-	}
-	if n := len(g.LogLines("Redis unreachable or too slow: limiting locally at rps / replicas_hint")); n != 1 {
-		t.Errorf("%d outage warnings, want 1", n)
-	}
-}
-
-// scriptRuns is how many scripts Redis has run to completion: one per shared
-// decision.
-func scriptRuns(t *testing.T, rc redis.UniversalClient) int64 {
-	t.Helper()
-	info, err := rc.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\r\n") {
-		name, stats, _ := strings.Cut(line, ":")
-		if name != "cmdstat_evalsha" && name != "cmdstat_eval" {
-			continue
-		}
-		for _, kv := range strings.Split(stats, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			x, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				n += x
-			case "failed_calls": // NOSCRIPT, before EVAL
-				n -= x
-			}
-		}
-	}
-	return n
 }
 
 // --- Benchmarks ---
@@ -837,7 +557,7 @@ func BenchmarkRedisRateLimiter(b *testing.B) {
 			name = "parallel"
 		}
 		b.Run(name, func(b *testing.B) {
-			e := newLimiter(b, r.Addr, policy.RedisRateOptions{KeyPrefix: "bench:", Callers: cs})
+			e := newLimiter(b, r.Addr, limit.RedisRateOptions{KeyPrefix: "bench:", Callers: cs})
 			b.ReportAllocs()
 			if parallel {
 				b.RunParallel(func(pb *testing.PB) {
@@ -860,7 +580,7 @@ func BenchmarkRedisRateLimiter(b *testing.B) {
 }
 
 func BenchmarkLocalRateLimiter(b *testing.B) {
-	lim := policy.NewLocalRateLimiter(callers(caller("a", 1e9, 1e9)), config.Limit{RPS: 1, Burst: 1}, time.Now)
+	lim := limit.NewLocalRateLimiter(callers(caller("a", 1e9, 1e9)), config.Limit{RPS: 1, Burst: 1}, time.Now)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 import (
 	"context"
@@ -35,67 +35,43 @@ type RateLimiter interface {
 	Allow(ctx context.Context, caller string) RateResult
 }
 
-// CompileOption gives Compile what the configuration alone cannot: live
-// connections and the parts they report to.
-type CompileOption func(*compileOptions)
-
-type compileOptions struct {
-	prev    *Rules
-	redis   redis.UniversalClient
-	metrics *metrics.Metrics
-	log     *zap.Logger
-	timeout time.Duration
+// Deps is what the limits need beyond the configuration: the Redis
+// connection that shares them (nil when none was opened: only a process
+// started with Redis configured has one), the metrics they report to, their
+// logger and the bound on one shared decision (0: DefaultRedisRateTimeout).
+type Deps struct {
+	Redis   redis.UniversalClient
+	Metrics *metrics.Metrics
+	Logger  *zap.Logger
+	Timeout time.Duration
 }
 
-// WithRedis is the Redis client through which rate_limit.backend: redis
-// shares limits, with the metrics and logger of that limiter. Compile ignores
-// it with backend local.
-func WithRedis(client redis.UniversalClient, m *metrics.Metrics, log *zap.Logger) CompileOption {
-	return func(o *compileOptions) { o.redis, o.metrics, o.log = client, m, log }
-}
-
-// WithMetrics gives the compiled rules the metrics they report to (the
-// upstream budget's, whatever the backend).
-func WithMetrics(m *metrics.Metrics) CompileOption {
-	return func(o *compileOptions) { o.metrics = m }
-}
-
-// WithRedisTimeout bounds each shared rate-limit decision (default
-// DefaultRedisRateTimeout); after it the request is decided locally.
-func WithRedisTimeout(d time.Duration) CompileOption {
-	return func(o *compileOptions) { o.timeout = d }
-}
-
-// newRateLimiter builds the limiter of the rate_limit section.
-func newRateLimiter(cfg *config.Config, now func() time.Time, opts []CompileOption) (RateLimiter, error) {
-	var o compileOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+// NewRateLimiter builds the limiter of the rate_limit section. prev, the
+// limiter in force before a reload (nil at start), hands its buckets over,
+// so a reload neither refills nor empties anyone's burst.
+func NewRateLimiter(cfg *config.Config, now func() time.Time, d Deps, prev RateLimiter) (RateLimiter, error) {
 	if cfg.RateLimit.Backend != "redis" {
 		l := NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now)
-		if o.prev != nil {
-			if prev, ok := o.prev.Limiter.(*LocalRateLimiter); ok {
-				l.inherit(prev)
-			}
+		if prev, ok := prev.(*LocalRateLimiter); ok {
+			l.inherit(prev)
 		}
 		return l, nil
 	}
-	if o.redis == nil {
+	if d.Redis == nil {
 		// Only a reload that switches the backend gets here: faxgate serve
 		// connects to Redis at start when either user of it is configured.
 		return nil, errors.New(`rate_limit.backend: "redis" takes a restart: no Redis connection was opened at start`)
 	}
 	return NewRedisRateLimiter(RedisRateOptions{
-		Client:       o.redis,
+		Client:       d.Redis,
 		KeyPrefix:    cfg.Redis.KeyPrefix,
 		Callers:      cfg.Callers.List,
 		Default:      cfg.RateLimit.Default,
 		ReplicasHint: cfg.RateLimit.ReplicasHint,
 		Now:          now,
-		Timeout:      o.timeout,
-		Metrics:      o.metrics,
-		Logger:       o.log,
+		Timeout:      d.Timeout,
+		Metrics:      d.Metrics,
+		Logger:       d.Logger,
 	}), nil
 }
 
@@ -140,12 +116,6 @@ func (l *LocalRateLimiter) inherit(prev *LocalRateLimiter) {
 		old.SetBurstAt(now, b.Burst())
 		l.buckets[name] = old
 	}
-}
-
-// WithPrevious makes Compile carry rate-limit state over from the rules in
-// force (a reload).
-func WithPrevious(prev *Rules) CompileOption {
-	return func(o *compileOptions) { o.prev = prev }
 }
 
 // Allow implements RateLimiter; it never blocks, so ctx is unused.

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 // Shared rate limits (rate_limit.backend: redis).
 //
@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,21 +126,10 @@ type RedisRateLimiter struct {
 	extra  map[string]*sharedLimit
 	local  *LocalRateLimiter
 
-	cool cooldown
-
-	stateMu  sync.Mutex   // orders transitions, so the gauge and logs agree with state
-	state    atomic.Int32 // stateShared or stateLocal; 0 before the first decision
-	lastWarn time.Time    // guarded by stateMu
-	warned   bool         // an outage was logged and its end not yet; guarded by stateMu
+	redis redisFallback
 }
 
 var _ RateLimiter = (*RedisRateLimiter)(nil)
-
-// Values of RedisRateLimiter.state; 0 is before the first decision.
-const (
-	stateShared int32 = iota + 1
-	stateLocal
-)
 
 // sharedLimit is one caller's script arguments, built once.
 type sharedLimit struct {
@@ -185,6 +173,11 @@ func NewRedisRateLimiter(o RedisRateOptions) *RedisRateLimiter {
 		local = append(local, config.Caller{Name: c.Name, RateLimit: &share})
 	}
 	l.local = NewLocalRateLimiter(local, l.localShare(o.Default), o.Now)
+	l.redis = redisFallback{timeout: o.Timeout, log: o.Logger,
+		upMsg:      "Redis answers again: rate limits are shared by the fleet again",
+		downMsg:    "Redis unreachable or too slow: limiting locally at rps / replicas_hint",
+		downFields: []zap.Field{zap.Int("replicas_hint", l.hint), zap.Duration("retry_every", redisRateCooldown), zap.Duration("timeout", o.Timeout)},
+		backendUp:  o.Metrics.RateLimitBackendUp.WithLabelValues()}
 	return l
 }
 
@@ -211,28 +204,13 @@ func (l *RedisRateLimiter) localShare(lim config.Limit) config.Limit {
 // is failing. It waits for Redis at most the Timeout, and never errs.
 func (l *RedisRateLimiter) Allow(ctx context.Context, caller string) RateResult {
 	lim := l.limit(caller)
-	now := l.now()
-	if l.cool.try(now) {
-		res, err := l.decide(ctx, lim)
-		if err == nil {
-			l.sharedOK()
-			return res
-		}
-		if ctx.Err() != nil {
-			// The request itself ended (its client left): no news about
-			// Redis, and the decision no longer matters.
-			return l.local.Allow(ctx, caller)
-		}
-		l.sharedFailed(now, err)
-	}
-	lim.fallback.Inc()
-	return l.local.Allow(ctx, caller)
+	local := func() RateResult { return l.local.Allow(ctx, caller) }
+	return decideShared(&l.redis, ctx, l.now(), lim.fallback,
+		func(ctx context.Context) (RateResult, error) { return l.decide(ctx, lim) }, local, local)
 }
 
 // decide runs the script for one request.
 func (l *RedisRateLimiter) decide(ctx context.Context, lim *sharedLimit) (RateResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
 	v, err := gcraScript.Run(ctx, l.client, lim.keys, lim.args...).Int64Slice()
 	if err != nil {
 		return RateResult{}, err
@@ -247,40 +225,6 @@ func (l *RedisRateLimiter) decide(ctx context.Context, lim *sharedLimit) (RateRe
 		Reset:      time.Duration(max(v[2], 0)) * time.Microsecond,
 		RetryAfter: time.Duration(max(v[3], 0)) * time.Microsecond,
 	}, nil
-}
-
-func (l *RedisRateLimiter) sharedOK() {
-	l.cool.ok()
-	if l.state.Load() == stateShared {
-		return
-	}
-	l.stateMu.Lock()
-	defer l.stateMu.Unlock()
-	if l.state.Load() == stateShared {
-		return
-	}
-	l.state.Store(stateShared)
-	l.met.RateLimitBackendUp.WithLabelValues().Set(1)
-	if l.warned {
-		l.warned = false
-		l.log.Info("Redis answers again: rate limits are shared by the fleet again")
-	}
-}
-
-func (l *RedisRateLimiter) sharedFailed(now time.Time, err error) {
-	l.cool.failed(now)
-	l.stateMu.Lock()
-	defer l.stateMu.Unlock()
-	if l.state.Swap(stateLocal) != stateLocal {
-		l.met.RateLimitBackendUp.WithLabelValues().Set(0)
-	}
-	if l.lastWarn.IsZero() || now.Sub(l.lastWarn) >= redisRateWarnEvery {
-		l.lastWarn, l.warned = now, true
-		// Whether Redis is down or slow is seldom clear within the timeout
-		// (the client's dial retries outlast it), so one message says both.
-		l.log.Warn("Redis unreachable or too slow: limiting locally at rps / replicas_hint", zap.Error(err), zap.Int("replicas_hint", l.hint),
-			zap.Duration("retry_every", redisRateCooldown), zap.Duration("timeout", l.timeout))
-	}
 }
 
 // limit returns a caller's script arguments. The identifier only returns

@@ -1,4 +1,4 @@
-package policy
+package limit
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func (f *fakeNow) advance(d time.Duration) { f.t = f.t.Add(d) }
 func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, *metrics.Metrics) {
 	t.Helper()
 	m := metrics.New(prometheus.NewRegistry(), "test")
-	b, ok := newBudget(cfg, nil, clk.now, compileOptions{metrics: m}).(*LocalBudget)
+	b, ok := NewBudget(cfg, nil, clk.now, Deps{Metrics: m}, nil).(*LocalBudget)
 	if !ok {
-		t.Fatal("newBudget did not build a local budget")
+		t.Fatal("NewBudget did not build a local budget")
 	}
 	return b, m
 }
@@ -215,11 +215,11 @@ func TestBudgetReplicasHintAndReload(t *testing.T) {
 	}
 	cfg2 := budgetConfig([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 45, Per: time.Minute}}, nil)
 	cfg2.RateLimit.ReplicasHint = 3
-	b2 := newBudget(cfg2, nil, clk.now, compileOptions{prev: &Rules{Budget: b}})
+	b2 := NewBudget(cfg2, nil, clk.now, Deps{}, b)
 	if got, _ := admitN(b2, "intake", "x", 20); got != 5 {
 		t.Errorf("after the reload admitted %d, want 15 - 10 already used", got)
 	}
-	if newBudget(budgetConfig(nil, nil), nil, clk.now, compileOptions{}) != nil {
+	if NewBudget(budgetConfig(nil, nil), nil, clk.now, Deps{}, nil) != nil {
 		t.Error("a budget without limits is not nil: every request would pay for it")
 	}
 }
@@ -231,7 +231,7 @@ func BenchmarkLocalBudget(b *testing.B) {
 		{Name: "per-route", Scope: "route", Requests: 2500, Per: 5 * time.Minute},
 		{Name: "tenant", Scope: "tenant", Requests: 100000, Per: 24 * time.Hour},
 	}, map[string]config.Share{"intake": {Reserve: 0.4}})
-	bud := newBudget(cfg, nil, clk.now, compileOptions{})
+	bud := NewBudget(cfg, nil, clk.now, Deps{}, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		clk.advance(200 * time.Millisecond)
@@ -245,8 +245,8 @@ func BenchmarkLocalBudget(b *testing.B) {
 func TestBudgetReloadSharesTheLock(t *testing.T) {
 	clk := &fakeNow{time.Unix(1_000_000, 0)}
 	cfg := budgetConfig([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 100, Per: time.Hour}}, nil)
-	old := newBudget(cfg, nil, clk.now, compileOptions{})
-	cur := newBudget(cfg, nil, clk.now, compileOptions{prev: &Rules{Budget: old}})
+	old := NewBudget(cfg, nil, clk.now, Deps{}, nil)
+	cur := NewBudget(cfg, nil, clk.now, Deps{}, old)
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for _, b := range []Budget{old, cur, old, cur} {
