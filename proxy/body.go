@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/faxgate/faxgate/proxy/listener"
 )
 
 // smallBodyMax is the largest body of known length read before it is
@@ -108,7 +110,7 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		return nil
 	}
 	ex.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
-	if !bodyInMemory(r) {
+	if !listener.BodyInMemory(r) {
 		// The body may still be on its way: every read pushes the read
 		// deadline forward (a body already read whole needs none).
 		ex.body.ctl, ex.body.timeout = http.NewResponseController(w.ResponseWriter), h.opts.ReadTimeout

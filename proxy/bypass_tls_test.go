@@ -144,7 +144,7 @@ func runH2Attack(t *testing.T, g *gatewaytest.Gateway, c *http.Client, req *http
 }
 
 // overH2Limit: the case's head is over the h2 server's own limit (4 times
-// the contract's 32 KiB, see proxy.NewServer), where net/http, not the
+// listener.MaxHeaderBytes, see listener.NewServer), where net/http, not the
 // handler, refuses it.
 func overH2Limit(tc attack) bool {
 	return len(tc.want) == 1 && tc.want[0] == gw(431, "headers_too_large") && len(tc.raw) > 4*32<<10

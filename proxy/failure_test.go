@@ -173,8 +173,8 @@ func TestBodyLimits(t *testing.T) {
 	})
 	t.Run("trickling body after a whole request on the connection", func(t *testing.T) {
 		// The first request arrives whole, so its body needs no read
-		// deadline (bodyInMemory); the second's head arrives alone and its
-		// body stalls: it must still be cut off.
+		// deadline (listener.BodyInMemory); the second's head arrives
+		// alone and its body stalls: it must still be cut off.
 		c, err := net.Dial("tcp", g.Addr)
 		if err != nil {
 			t.Fatal(err)

@@ -1,24 +1,27 @@
 package proxy
 
-import "net/http"
+import (
+	"net/http"
 
-// maxHeaderBytes is the request head size answered with 431 (contract section 5).
-const maxHeaderBytes = 32 << 10
+	"github.com/faxgate/faxgate/proxy/listener"
+)
 
 // headRefusal returns the refusal a request earns by its head alone, or nil.
 // The checks run in this order, which decides the answer to a head that
-// fails several: a head the listener refused (a stand-in request, see
-// sniffedRefusal), an HTTP version the gateway does not speak, a method it
-// does not forward (methodOK false), framing the listener marked as refused,
-// and a head over maxHeaderBytes as the handler sees it (HTTP/2 heads never
-// pass the listener's count). After any of them but the method's, the head's
-// framing or size is in doubt and the connection closes.
+// fails several: a head the listener refused outright (a stand-in request,
+// listener.Verdict.StandIn), an HTTP version the gateway does not speak, a
+// method it does not forward (methodOK false), framing the listener
+// refused, and a head over listener.MaxHeaderBytes as the handler sees it
+// (an HTTP/2 head never passes the listener's count). After any of them but
+// the method's, the head's framing or size is in doubt and the connection
+// closes.
 //
 // readAuditBody passes methodOK true: for it only the other checks count,
 // since a refused method leaves the body's framing sound.
 func headRefusal(r *http.Request, methodOK bool) *gatewayError {
-	if ge := sniffedRefusal(r); ge != nil {
-		return ge
+	v := listener.VerdictOf(r)
+	if v.StandIn() {
+		return standInRefusal(v)
 	}
 	if !supportedVersion(r) {
 		return errVersion
@@ -26,11 +29,36 @@ func headRefusal(r *http.Request, methodOK bool) *gatewayError {
 	if !methodOK {
 		return errMethod
 	}
-	if framingRejected(r) {
+	if v == listener.RefusedFraming {
 		return errFraming
 	}
-	if headerBytes(r) > maxHeaderBytes {
+	if headerBytes(r) > listener.MaxHeaderBytes {
 		return errHeadersTooLarge
 	}
 	return nil
+}
+
+// standInRefusal is the answer to a head the listener refused outright.
+func standInRefusal(v listener.Verdict) *gatewayError {
+	switch v {
+	case listener.HeadTooLarge:
+		return errHeadersTooLarge
+	case listener.UnsupportedVersion:
+		return errVersion
+	case listener.BadHeader:
+		return errHeader
+	case listener.BadContentLength:
+		return errContentLength
+	case listener.BadExpect:
+		return errExpectation
+	default:
+		return errRequestLine
+	}
+}
+
+// supportedVersion reports whether the gateway speaks r's protocol: HTTP/1.0
+// and HTTP/1.1 (Go's server also admits HTTP/1.2 to 1.9), and HTTP/2 only
+// over TLS (contract section 7).
+func supportedVersion(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.ProtoMinor <= 1 || r.ProtoMajor == 2 && r.TLS != nil
 }

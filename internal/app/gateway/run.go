@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/proxy"
+	"github.com/faxgate/faxgate/proxy/listener"
 )
 
 // defaultReloadEvery is how often the config file is checked for changes.
@@ -82,18 +82,18 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		}
 		g.tls.Bound(pln.Addr(), haddr)
 	}
-	psrv := proxy.NewServer(g.Handler, proxy.ServerOptions{
+	psrv := listener.NewServer(g.Handler, listener.ServerOptions{
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		Logger:            log,
 		TLS:               g.tls != nil,
 	})
 	// The listener's framing sniffer sits under the TLS plaintext and
-	// serves HTTP/1.x only (see proxy.WrapTLSListener).
+	// serves HTTP/1.x only (see listener.WrapTLS).
 	var served net.Listener
 	if g.tls != nil {
 		tlsLog := log.Named("tls")
-		served = proxy.WrapTLSListener(pln, g.tls.TLSConfig(), proxy.TLSListenerOptions{
+		served = listener.WrapTLS(pln, g.tls.TLSConfig(), listener.TLSOptions{
 			HandshakeTimeout: cfg.Server.ReadHeaderTimeout,
 			OnHandshakeError: func(reason string, err error) {
 				g.Metrics.TLSHandshakeErrors.WithLabelValues(reason).Inc()
@@ -103,7 +103,7 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 			},
 		})
 	} else {
-		served = proxy.WrapListener(pln)
+		served = listener.Wrap(pln)
 	}
 	asrv := &http.Server{Handler: g.admin, ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog: zap.NewStdLog(log.Named("admin"))}

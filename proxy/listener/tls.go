@@ -1,4 +1,4 @@
-package proxy
+package listener
 
 import (
 	"crypto/tls"
@@ -22,11 +22,11 @@ import (
 // from the server's log text.
 
 // DefaultHandshakeTimeout bounds a TLS handshake when
-// TLSListenerOptions.HandshakeTimeout is not set.
+// TLSOptions.HandshakeTimeout is not set.
 const DefaultHandshakeTimeout = 10 * time.Second
 
-// TLSListenerOptions configure WrapTLSListener.
-type TLSListenerOptions struct {
+// TLSOptions configure WrapTLS.
+type TLSOptions struct {
 	// HandshakeTimeout bounds each handshake. Default DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// OnHandshakeError, when set, is called for every failed handshake
@@ -34,11 +34,11 @@ type TLSListenerOptions struct {
 	OnHandshakeError func(reason string, err error)
 }
 
-// WrapTLSListener serves TLS with cfg on ln: Accept returns connections
-// whose handshake is complete, HTTP/1.x ones behind the framing sniffer
-// (see WrapListener), h2 ones as *tls.Conn. Serve it with a server from
-// NewServer with ServerOptions.TLS set, so that h2 is configured.
-func WrapTLSListener(ln net.Listener, cfg *tls.Config, o TLSListenerOptions) net.Listener {
+// WrapTLS serves TLS with cfg on ln: Accept returns connections whose
+// handshake is complete, HTTP/1.x ones behind the framing sniffer (see
+// Wrap), h2 ones as *tls.Conn. Serve it with a server from NewServer with
+// ServerOptions.TLS set, so that h2 is configured.
+func WrapTLS(ln net.Listener, cfg *tls.Config, o TLSOptions) net.Listener {
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -56,7 +56,7 @@ type acceptResult struct {
 type tlsListener struct {
 	net.Listener
 	cfg     *tls.Config
-	o       TLSListenerOptions
+	o       TLSOptions
 	results chan acceptResult
 	done    chan struct{}
 	once    sync.Once

@@ -1,0 +1,137 @@
+package listener
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// Verdict is what the listener decided about a request's head. It travels
+// in the request itself, as a header the listener writes: the one thing
+// that stays attached to one request when several are pipelined on a
+// connection (the sniffer reads ahead of the server, so a verdict kept on
+// the connection could belong to a later request).
+type Verdict uint8
+
+// The verdicts. All but Passed and RefusedFraming come with a stand-in
+// request in place of the refused head (StandIn).
+const (
+	// Passed: the listener refused nothing (or never saw the head: HTTP/2).
+	Passed Verdict = iota
+	// BadRequestLine: the request line is not METHOD target HTTP/x.y.
+	BadRequestLine
+	// UnsupportedVersion: an HTTP version other than 1.0 and 1.1.
+	UnsupportedVersion
+	// HeadTooLarge: the head is over MaxHeaderBytes.
+	HeadTooLarge
+	// BadHeader: a field line, or Host, that Go's server refuses.
+	BadHeader
+	// BadContentLength: Content-Length is not one decimal number,
+	// repeated only identically.
+	BadContentLength
+	// BadExpect: an Expect other than 100-continue.
+	BadExpect
+	// RefusedFraming: a Transfer-Encoding the gateway refuses (with
+	// Content-Length, or other than chunked). The request is the caller's,
+	// framed by its Content-Length alone, or as bodiless.
+	RefusedFraming
+)
+
+// StandIn reports whether v comes with a stand-in request: the head was
+// refused outright, only its method and target (when well formed) are the
+// caller's, and the connection ends after it.
+func (v Verdict) StandIn() bool { return v != Passed && v != RefusedFraming }
+
+// refusedMarker is the header of the stand-in request that replaces a head
+// refused outright; its value names the verdict. framingMarker is the name
+// the sniffer writes, byte for byte, over the name of a Transfer-Encoding
+// header it refuses: exactly as long as "Transfer-Encoding", so no other
+// byte of the stream moves. A caller that sends either header itself only
+// refuses its own request.
+const (
+	refusedMarker = "X-Faxgate-Refused"
+	framingMarker = "X-Faxgate-Both-Te"
+)
+
+// The refusedMarker values, by verdict. (The first three are the error
+// codes the gateway answers them with; the others name their kind.)
+const (
+	refusedRequestLine   = "invalid_request"
+	refusedVersion       = "http_version_not_supported"
+	refusedTooLarge      = "headers_too_large"
+	refusedHeader        = "invalid_header"
+	refusedContentLength = "invalid_content_length"
+	refusedExpectation   = "expectation_failed"
+)
+
+var markerValue = [...]string{
+	BadRequestLine:     refusedRequestLine,
+	UnsupportedVersion: refusedVersion,
+	HeadTooLarge:       refusedTooLarge,
+	BadHeader:          refusedHeader,
+	BadContentLength:   refusedContentLength,
+	BadExpect:          refusedExpectation,
+}
+
+// VerdictOf returns the listener's verdict on r's head. A refusedMarker
+// whose value is none of the listener's (a caller's own) reads as
+// BadRequestLine.
+func VerdictOf(r *http.Request) Verdict {
+	if vs, ok := r.Header[refusedMarker]; ok {
+		var v string
+		if len(vs) > 0 {
+			v = vs[0]
+		}
+		switch v {
+		case refusedTooLarge:
+			return HeadTooLarge
+		case refusedVersion:
+			return UnsupportedVersion
+		case refusedHeader:
+			return BadHeader
+		case refusedContentLength:
+			return BadContentLength
+		case refusedExpectation:
+			return BadExpect
+		default:
+			return BadRequestLine
+		}
+	}
+	if _, ok := r.Header[framingMarker]; ok {
+		return RefusedFraming
+	}
+	return Passed
+}
+
+// refuse replaces the held head and everything after it with a stand-in
+// request carrying verdict v; line is the head's request line when known.
+// Bytes already released stay as they are.
+func (c *framingConn) refuse(v Verdict, line []byte) {
+	stand := standIn(v, line)
+	held := c.ready - c.r
+	nb := make([]byte, held+len(stand))
+	copy(nb, c.buf[c.r:c.ready])
+	copy(nb[held:], stand)
+	c.refusedAt = c.out + int64(held)
+	c.buf, c.r, c.ready, c.end = nb, 0, len(nb), len(nb)
+	c.state, c.err, c.lineBuf = stRefused, nil, nil
+	c.linger.Store(true)
+}
+
+// standIn builds the request handed to the server for a refused head. It
+// keeps the method and target when they are well formed, so that the access
+// line, and the audit line of a sensitive route, name the route that was
+// asked for; otherwise it asks for "GET *", which names none.
+func standIn(v Verdict, line []byte) []byte {
+	method, target := []byte("GET"), []byte("*")
+	if line != nil {
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		m, rest, _ := bytes.Cut(line, []byte(" "))
+		t, _, _ := bytes.Cut(rest, []byte(" "))
+		if validMethod(m) && validTarget(t) {
+			method, target = m, t
+		}
+	}
+	b := make([]byte, 0, len(method)+len(target)+96)
+	b = append(append(append(append(b, method...), ' '), target...), " HTTP/1.1\r\nHost: gateway.invalid\r\nConnection: close\r\n"...)
+	return append(append(append(b, refusedMarker+": "...), markerValue[v]...), "\r\n\r\n"...)
+}
