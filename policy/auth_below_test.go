@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // authBelowPaths are spellings of paths below the token endpoint: the
@@ -62,7 +63,7 @@ func TestResolveRefusesPathsBelowAuth(t *testing.T) {
 							if err.Status != http.StatusForbidden || err.Code != "auth_managed" || err.Message == "" {
 								t.Errorf("Rules.Resolve(%s %s) error = %d %v, want 403 auth_managed", m, p, err.Status, err)
 							}
-							if tgt != (Target{}) {
+							if tgt != (route.Target{}) {
 								t.Errorf("Rules.Resolve(%s %s) returned %+v beside its error", m, p, tgt)
 							}
 							// The table alone refuses it too: nothing that
@@ -79,7 +80,7 @@ func TestResolveRefusesPathsBelowAuth(t *testing.T) {
 					for _, p := range []string{"/v1/auth", "/V1/AUTH", "/v1/auth/", "/v1/Auth/?x=1"} {
 						for _, m := range authBelowMethods {
 							tgt, err := r.Resolve(m, p)
-							if err != nil || tgt.Route != RouteAuth || tgt.Path != "/v1/auth" || tgt.MethodOK != (m == "POST") {
+							if err != nil || tgt.Route != route.RouteAuth || tgt.Path != "/v1/auth" || tgt.MethodOK != (m == "POST") {
 								t.Errorf("Rules.Resolve(%s %s) = %+v, %v; want route auth", m, p, tgt, err)
 							}
 						}
@@ -94,12 +95,12 @@ func TestResolveRefusesPathsBelowAuth(t *testing.T) {
 						case err != nil && err.Code == "auth_managed":
 							t.Errorf("Rules.Resolve(PATCH %s) = %v; a sibling of /v1/auth is not below it", p, err)
 						case extras != "":
-							if err != nil || tgt.Route == RouteUnmatched {
+							if err != nil || tgt.Route == route.RouteUnmatched {
 								t.Errorf("Rules.Resolve(PATCH %s) = %+v, %v; want a catch-all route", p, tgt, err)
 							}
-						case unmatched == "allow" && (err != nil || tgt.Route != RouteUnmatched):
+						case unmatched == "allow" && (err != nil || tgt.Route != route.RouteUnmatched):
 							t.Errorf("Rules.Resolve(PATCH %s) = %+v, %v; want unmatched", p, tgt, err)
-						case unmatched == "deny" && (err == nil || err.Code != CodeUnknownRoute):
+						case unmatched == "deny" && (err == nil || err.Code != route.CodeUnknownRoute):
 							t.Errorf("Rules.Resolve(PATCH %s) = %+v, %v; want 404 unknown_route", p, tgt, err)
 						}
 					}
@@ -113,11 +114,11 @@ func TestResolveRefusesPathsBelowAuth(t *testing.T) {
 // upstream: a table built from unvalidated input refuses it too.
 func TestNewTableRefusesRoutesBelowAuth(t *testing.T) {
 	for _, p := range []string{"/v1/auth/x", "/v1/Auth/revoke", "/v1/auth/{id}"} {
-		if _, err := NewTable([]config.Route{{Name: "x.y", Method: "POST", Path: p}}, false); err == nil {
+		if _, err := route.NewTable([]config.Route{{Name: "x.y", Method: "POST", Path: p}}, false); err == nil {
 			t.Errorf("NewTable accepted a route on %s", p)
 		}
 	}
-	if _, err := NewTable([]config.Route{{Name: "authx", Method: "POST", Path: "/v1/authx/y"}}, false); err != nil {
+	if _, err := route.NewTable([]config.Route{{Name: "authx", Method: "POST", Path: "/v1/authx/y"}}, false); err != nil {
 		t.Errorf("NewTable refused a route beside /v1/auth: %v", err)
 	}
 }

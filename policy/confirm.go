@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // ConfirmHeader is config.ConfirmHeader, named here for the proxy, which
@@ -29,7 +30,7 @@ const ConfirmHeader = config.ConfirmHeader
 // It returns number_id and order_id (empty when absent) for the audit line.
 // A malformed request is 400 invalid_request; a missing or different
 // confirmation is 428 confirmation_required.
-func CheckConfirm(rawQuery string, body []byte, header string) (numberID, orderID string, err *Error) {
+func CheckConfirm(rawQuery string, body []byte, header string) (numberID, orderID string, err *route.Error) {
 	if rawQuery != "" {
 		return "", "", invalidRequest("a confirmed route takes no query string")
 	}

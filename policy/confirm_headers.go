@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // CheckConfirmHeaders enforces, on a route in policy.confirm, that the
@@ -16,7 +18,7 @@ import (
 // get the checked body without its type. Header names are compared as
 // FoldedHeaderName reads them, so an underscore spelling counts too. Every
 // refusal is 400 invalid_request.
-func CheckConfirmHeaders(h http.Header) *Error {
+func CheckConfirmHeaders(h http.Header) *route.Error {
 	var contentType []string
 	for k, vs := range h {
 		switch FoldedHeaderName(k) {

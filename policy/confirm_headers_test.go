@@ -3,6 +3,8 @@ package policy
 import (
 	"net/http"
 	"testing"
+
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 func TestCheckConfirmHeaders(t *testing.T) {
@@ -30,7 +32,7 @@ func TestCheckConfirmHeaders(t *testing.T) {
 			if (err == nil) != c.ok {
 				t.Fatalf("CheckConfirmHeaders(%v) = %v, want ok=%v", c.h, err, c.ok)
 			}
-			if err != nil && (err.Status != 400 || err.Code != CodeInvalidRequest) {
+			if err != nil && (err.Status != 400 || err.Code != route.CodeInvalidRequest) {
 				t.Fatalf("refusal %d %s, want 400 invalid_request", err.Status, err.Code)
 			}
 		})

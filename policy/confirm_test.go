@@ -5,12 +5,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 func TestCheckConfirm(t *testing.T) {
 	const (
-		iR  = CodeInvalidRequest
-		cR  = CodeConfirmationRequired
+		iR  = route.CodeInvalidRequest
+		cR  = route.CodeConfirmationRequired
 		std = `{"number_id":"n-1","order_id":"o-9"}`
 	)
 	for _, tc := range []struct {

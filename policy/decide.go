@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // Decision is the verdict for one caller on one route.
@@ -45,8 +46,8 @@ type Policy struct {
 // a sensitive or confirm entry that is not a route of t would silently
 // leave that route unprotected, so it is an error even though validated
 // input never has one.
-func NewPolicy(callers []config.Caller, p config.Policy, t *Table) (*Policy, error) {
-	routes := t.routeNames()
+func NewPolicy(callers []config.Caller, p config.Policy, t *route.Table) (*Policy, error) {
+	routes := t.RouteNames()
 	sensitive, err := routeSet("policy.sensitive", p.Sensitive, t)
 	if err != nil {
 		return nil, err
@@ -109,10 +110,10 @@ func grantedBy(entry string, routes []string, sensitive map[string]bool) []bool 
 	return grants
 }
 
-func routeSet(field string, names []string, t *Table) (map[string]bool, error) {
+func routeSet(field string, names []string, t *route.Table) (map[string]bool, error) {
 	set := make(map[string]bool, len(names))
 	for i, n := range names {
-		if !t.hasRoute(n) {
+		if !t.HasRoute(n) {
 			return nil, fmt.Errorf("%s[%d]: no route named %q (the configuration was not validated)", field, i, n)
 		}
 		set[n] = true
@@ -134,4 +135,14 @@ func (p *Policy) Decide(caller, route string) Decision {
 		d.Allowed = allowed[i]
 	}
 	return d
+}
+
+// Base returns what policy says about route whoever calls: Sensitive and
+// Confirm as configured, Allowed false. The proxy uses it to audit a request
+// to a sensitive route before (and whether or not) the caller is known.
+func (p *Policy) Base(route string) Decision {
+	if i, ok := p.index[route]; ok {
+		return p.base[i]
+	}
+	return Decision{}
 }

@@ -4,11 +4,22 @@ import (
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/route"
 )
+
+// newTestTable is the built-in routes plus one extra, faxes.send.
+func newTestTable(t testing.TB) *route.Table {
+	t.Helper()
+	tab, err := route.NewTable([]config.Route{{Name: "faxes.send", Method: "POST", Path: "/v1/faxes/send"}}, false)
+	if err != nil {
+		t.Fatalf("NewTable: %v", err)
+	}
+	return tab
+}
 
 func newTestPolicy(t testing.TB, sensitive []string, callers ...config.Caller) *Policy {
 	t.Helper()
-	tab := newTestTable(t, false)
+	tab := newTestTable(t)
 	p, err := NewPolicy(callers, config.Policy{Sensitive: sensitive, Confirm: []string{"numbers.delete"}, AuthEndpoint: "deny"}, tab)
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
@@ -76,7 +87,7 @@ func TestDecide(t *testing.T) {
 // TestDecideEveryRouteThroughResolve: whatever spelling reaches the
 // numbers.delete path, a "*" caller is never allowed it.
 func TestDecideEveryRouteThroughResolve(t *testing.T) {
-	tab := newTestTable(t, false)
+	tab := newTestTable(t)
 	p := newTestPolicy(t, []string{"numbers.delete"}, config.Caller{Name: "star", Allow: []string{"*"}})
 	for _, method := range []string{"POST", "GET", "PUT", "DELETE", "PATCH"} {
 		for _, uri := range []string{"/v1/numbers/delete", "/V1/Numbers/DELETE/", "/v1/NUMBERS/delete?x=1"} {

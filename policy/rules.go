@@ -8,13 +8,14 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy/identity"
 	"github.com/faxgate/faxgate/policy/limit"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // Rules is everything that decides what a caller may do, compiled from the
 // callers, routes, policy and rate_limit sections. The proxy reads it through
 // one atomic pointer, so a reload swaps it whole between requests.
 type Rules struct {
-	Table      *Table
+	Table      *route.Table
 	Identifier *identity.Identifier
 	Policy     *Policy
 	Limiter    limit.RateLimiter
@@ -33,11 +34,8 @@ type Rules struct {
 	// instead of refusing it; it is never forwarded either way.
 	AuthShim bool
 
-	// below holds the sensitive routes' paths, for Resolve.
-	below *sensitivePaths
-	// shadows: per route, the sensitive routes below whose path it can
-	// match a request only through a parameter (nil when none), for Resolve.
-	shadows map[string][]sensitivePattern
+	// resolver resolves request-targets with Table and the sensitive routes.
+	resolver *route.Resolver
 }
 
 // Compile builds the rules of cfg. now is the rate limiters' clock. With
@@ -49,7 +47,7 @@ type Rules struct {
 // refuses are guards against input that skipped validation, and a reload
 // that switches to the Redis rate limiter without a Redis connection.
 func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*Rules, error) {
-	table, err := NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
+	table, err := route.NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
 	if err != nil {
 		return nil, err
 	}
@@ -79,15 +77,14 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		Identifier: id,
 		Policy:     pol,
 		Limiter:    lim,
-		Budget:     limit.NewBudget(cfg, table.routeNames(), now, o.deps, prevBudget),
+		Budget:     limit.NewBudget(cfg, table.RouteNames(), now, o.deps, prevBudget),
 
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,
 
 		IdentityHeader: FoldedHeaderName(cfg.Callers.IdentityHeader),
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
-		below:          newSensitivePaths(table, pol),
-		shadows:        newShadows(table, pol),
+		resolver:       route.NewResolver(table, func(r string) bool { return pol.Base(r).Sensitive }),
 	}, nil
 }
 
@@ -104,4 +101,11 @@ func FoldedHeaderName(k string) string {
 		k = strings.ReplaceAll(k, "_", "-")
 	}
 	return textproto.CanonicalMIMEHeaderKey(k)
+}
+
+// Resolve resolves a request-target to the route policy decides on and the
+// path the gateway forwards (route.Resolver.Resolve: the path rules, and the
+// paths below a sensitive route or /v1/auth that no caller reaches).
+func (r *Rules) Resolve(method, requestURI string) (route.Target, *route.Error) {
+	return r.resolver.Resolve(method, requestURI)
 }

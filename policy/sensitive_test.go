@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 func compileYAML(t *testing.T, yaml string) *Rules {
@@ -45,33 +46,33 @@ func TestRulesResolveRefusesPathsBelowSensitiveRoutes(t *testing.T) {
 			route  string // "" with code set: refused
 			code   string
 		}{
-			{"/v1/numbers/delete/x", "", CodeForbidden},
-			{"/V1/numbers/DELETE/x/y", "", CodeForbidden},
-			{"/v1/numbers/delete/x/", "", CodeForbidden},
+			{"/v1/numbers/delete/x", "", route.CodeForbidden},
+			{"/V1/numbers/DELETE/x/y", "", route.CodeForbidden},
+			{"/v1/numbers/delete/x/", "", route.CodeForbidden},
 			{"/v1/numbers/delete", "numbers.delete", ""},
 			{"/V1/Numbers/Delete/", "numbers.delete", ""},
-			{"/v1/faxes/f1/purge/x", "", CodeForbidden},
-			{"/v1/FAXES/f1/PURGE/x/y/z", "", CodeForbidden},
+			{"/v1/faxes/f1/purge/x", "", route.CodeForbidden},
+			{"/v1/FAXES/f1/PURGE/x/y/z", "", route.CodeForbidden},
 			{"/v1/faxes/f1/purge", "faxes.purge", ""},
 			{"/v1/faxes/f1", "faxes.get", ""},
-			{"/v1/esign_templates/t1/theme/x", "", CodeForbidden},
+			{"/v1/esign_templates/t1/theme/x", "", route.CodeForbidden},
 			{"/v1/esign_templates/t1/theme", "esign.theme.delete", ""},
 			// Not below a sensitive path: unmatched, or 404 with unmatched: deny.
-			{"/v1/numbers/deletex", RouteUnmatched, ""},
-			{"/v1/numbers", RouteUnmatched, ""},
-			{"/v1/faxes/f1/x", RouteUnmatched, ""},
-			{"/v1/esign_templates/t1/fields/a/b", RouteUnmatched, ""},
-			{"/v1/contacts/list/x", RouteUnmatched, ""},
+			{"/v1/numbers/deletex", route.RouteUnmatched, ""},
+			{"/v1/numbers", route.RouteUnmatched, ""},
+			{"/v1/faxes/f1/x", route.RouteUnmatched, ""},
+			{"/v1/esign_templates/t1/fields/a/b", route.RouteUnmatched, ""},
+			{"/v1/contacts/list/x", route.RouteUnmatched, ""},
 		} {
 			tgt, err := r.Resolve("POST", tc.target)
 			want := tc.route
-			if want == RouteUnmatched && unmatched == "deny" {
-				want, tc.code = "", CodeUnknownRoute
+			if want == route.RouteUnmatched && unmatched == "deny" {
+				want, tc.code = "", route.CodeUnknownRoute
 			}
 			switch {
 			case want == "" && (err == nil || err.Code != tc.code):
 				t.Errorf("unmatched %s: %s resolved to %q, %v; want %s", unmatched, tc.target, tgt.Route, err, tc.code)
-			case want == "" && tc.code == CodeForbidden && err.Status != 403:
+			case want == "" && tc.code == route.CodeForbidden && err.Status != 403:
 				t.Errorf("%s: status %d, want 403", tc.target, err.Status)
 			case want != "" && (err != nil || tgt.Route != want):
 				t.Errorf("unmatched %s: %s resolved to %q, %v; want %s", unmatched, tc.target, tgt.Route, err, want)
@@ -80,7 +81,7 @@ func TestRulesResolveRefusesPathsBelowSensitiveRoutes(t *testing.T) {
 	}
 	// Without sensitive routes nothing is refused for lying below one.
 	r := compileYAML(t, "policy:\n  sensitive: []\n  confirm: []\n")
-	if tgt, err := r.Resolve("POST", "/v1/numbers/delete/x"); err != nil || tgt.Route != RouteUnmatched {
+	if tgt, err := r.Resolve("POST", "/v1/numbers/delete/x"); err != nil || tgt.Route != route.RouteUnmatched {
 		t.Fatalf("with no sensitive route: %q, %v", tgt.Route, err)
 	}
 }
@@ -134,7 +135,7 @@ policy:
 	} {
 		tgt, err := r.Resolve("POST", tc.target)
 		switch {
-		case tc.route == "" && (err == nil || err.Code != CodeForbidden):
+		case tc.route == "" && (err == nil || err.Code != route.CodeForbidden):
 			t.Errorf("%s: got route %q, err %v; want 403 forbidden", tc.target, tgt.Route, err)
 		case tc.route != "" && (err != nil || tgt.Route != tc.route):
 			t.Errorf("%s: got route %q, err %v; want %s", tc.target, tgt.Route, err, tc.route)

@@ -1,4 +1,4 @@
-package policy
+package route
 
 import (
 	"net/url"

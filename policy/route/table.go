@@ -1,4 +1,4 @@
-package policy
+package route
 
 import (
 	"fmt"
@@ -135,8 +135,8 @@ func (t *Table) Routes() []routetable.Route {
 	return append([]routetable.Route(nil), t.routes...)
 }
 
-// hasRoute reports whether name is a route of the table or "unmatched".
-func (t *Table) hasRoute(name string) bool {
+// HasRoute reports whether name is a route of the table or "unmatched".
+func (t *Table) HasRoute(name string) bool {
 	if name == RouteUnmatched {
 		return true
 	}
@@ -148,8 +148,8 @@ func (t *Table) hasRoute(name string) bool {
 	return false
 }
 
-// routeNames returns every route name plus "unmatched".
-func (t *Table) routeNames() []string {
+// RouteNames returns every route name plus "unmatched".
+func (t *Table) RouteNames() []string {
 	names := make([]string, 0, len(t.routes)+1)
 	for _, r := range t.routes {
 		names = append(names, r.Name)

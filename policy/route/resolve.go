@@ -1,4 +1,4 @@
-package policy
+package route
 
 import (
 	"strings"
@@ -38,7 +38,7 @@ type Target struct {
 // refused with 403 auth_managed, for every method, whatever routes.unmatched
 // says and whatever route's parameters would match it: see belowAuth.
 //
-// The proxy resolves through Rules.Resolve, which also refuses unmatched
+// The proxy resolves through Resolver.Resolve, which also refuses unmatched
 // paths below a sensitive route's path; Table.Resolve knows no policy.
 func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
 	tgt, err := t.resolve(method, requestURI)
@@ -48,7 +48,7 @@ func (t *Table) Resolve(method, requestURI string) (Target, *Error) {
 	return tgt, err
 }
 
-// resolve is Resolve without routes.unmatched: deny, so that Rules.Resolve
+// resolve is Resolve without routes.unmatched: deny, so that Resolver.Resolve
 // can refuse a path below a sensitive route with 403 whatever that setting.
 func (t *Table) resolve(method, requestURI string) (Target, *Error) {
 	if requestURI == "" {

@@ -1,11 +1,9 @@
-// Package policy decides, for every request, which route it is, who the
-// caller is and what the caller may do (docs/callers-and-policy.md).
-//
-// It is the gateway's security core, so it follows one rule throughout: the
-// path that policy checks is the path that is forwarded. Ambiguous
-// request-targets are refused, never cleaned, because any cleaning the
-// gateway does differently from the upstream is a way around the policy.
-package policy
+// Package route resolves a request-target to exactly one route
+// (docs/callers-and-policy.md): the built-in and configured routes, the
+// strict path rules (an ambiguous target is refused, never cleaned), and the
+// paths below a sensitive route or below /v1/auth that no caller reaches.
+// The path it resolves is the path the gateway forwards.
+package route
 
 import "net/http"
 
@@ -53,8 +51,4 @@ func unknownRoute(msg string) *Error {
 
 func authManaged(msg string) *Error {
 	return &Error{Status: http.StatusForbidden, Code: CodeAuthManaged, Message: msg}
-}
-
-func confirmationRequired(msg string) *Error {
-	return &Error{Status: http.StatusPreconditionRequired, Code: CodeConfirmationRequired, Message: msg}
 }

@@ -1,14 +1,29 @@
-package policy
+package route
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy/routetable"
 )
+
+// Resolver resolves request-targets with the routes of one Table and the
+// rules that need to know which routes are sensitive. It is immutable.
+type Resolver struct {
+	table *Table
+	// below holds the sensitive routes' paths.
+	below *sensitivePaths
+	// shadows: per route, the sensitive routes below whose path it can
+	// match a request only through a parameter (nil when none).
+	shadows map[string][]sensitivePattern
+}
+
+// NewResolver builds the resolver of t, where sensitive reports whether a
+// route is in policy.sensitive.
+func NewResolver(t *Table, sensitive func(route string) bool) *Resolver {
+	return &Resolver{table: t, below: newSensitivePaths(t, sensitive), shadows: newShadows(t, sensitive)}
+}
 
 // Resolve resolves a request-target like Table.Resolve and applies the one
 // routing rule that needs policy (docs/callers-and-policy.md): a path under
@@ -24,8 +39,8 @@ import (
 // (routes.extra /v1/numbers/{id}/status matches /v1/numbers/delete/status).
 // Only a route configured below the sensitive route's own pattern
 // (/v1/numbers/delete/preview) is reached there on purpose.
-func (r *Rules) Resolve(method, requestURI string) (Target, *Error) {
-	tgt, err := r.Table.resolve(method, requestURI)
+func (r *Resolver) Resolve(method, requestURI string) (Target, *Error) {
+	tgt, err := r.table.resolve(method, requestURI)
 	if err != nil {
 		return tgt, err
 	}
@@ -44,20 +59,10 @@ func (r *Rules) Resolve(method, requestURI string) (Target, *Error) {
 		return Target{}, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
 			Message: "the path lies below sensitive route " + route + " and matches no route"}
 	}
-	if r.Table.unmatchedDeny {
+	if r.table.unmatchedDeny {
 		return Target{}, unknownRoute("no route for this path")
 	}
 	return tgt, nil
-}
-
-// Base returns what policy says about route whoever calls: Sensitive and
-// Confirm as configured, Allowed false. The proxy uses it to audit a request
-// to a sensitive route before (and whether or not) the caller is known.
-func (p *Policy) Base(route string) Decision {
-	if i, ok := p.index[route]; ok {
-		return p.base[i]
-	}
-	return Decision{}
 }
 
 // sensitivePaths is a trie of the path patterns of the sensitive routes
@@ -71,11 +76,11 @@ type sensitivePaths struct {
 	route string // the sensitive route whose path ends here, if any
 }
 
-// newSensitivePaths collects the paths of t's routes that p makes sensitive.
-func newSensitivePaths(t *Table, p *Policy) *sensitivePaths {
+// newSensitivePaths collects the paths of t's sensitive routes.
+func newSensitivePaths(t *Table, sensitive func(string) bool) *sensitivePaths {
 	root := &sensitivePaths{}
 	for _, rt := range t.Routes() {
-		if !p.Base(rt.Name).Sensitive {
+		if !sensitive(rt.Name) {
 			continue
 		}
 		n := root
@@ -174,17 +179,17 @@ func (p *sensitivePattern) prefixOf(path string) bool {
 // configured there (routetable.ReachesBelow: a parameter where the
 // sensitive pattern has a fixed segment or the other way round). Routes
 // that cannot are absent, so that Resolve costs nothing for them.
-func newShadows(t *Table, p *Policy) map[string][]sensitivePattern {
+func newShadows(t *Table, sensitive func(string) bool) map[string][]sensitivePattern {
 	routes := t.Routes()
 	var sens []sensitivePattern
 	for _, rt := range routes {
-		if p.Base(rt.Name).Sensitive {
+		if sensitive(rt.Name) {
 			sens = append(sens, sensitivePattern{route: rt.Name, path: rt.Path, segs: splitPattern(rt.Path)})
 		}
 	}
 	var out map[string][]sensitivePattern
 	for _, rt := range routes {
-		if p.Base(rt.Name).Sensitive {
+		if sensitive(rt.Name) {
 			continue
 		}
 		for _, s := range sens {
@@ -197,59 +202,4 @@ func newShadows(t *Table, p *Policy) map[string][]sensitivePattern {
 		}
 	}
 	return out
-}
-
-// AuditIDs reads number_id and order_id from body for the audit line, as
-// leniently as a security review needs: whenever body starts as a readable
-// JSON object, whether or not CheckConfirm would accept it. Values that are
-// JSON strings or numbers are returned as their text; a key that appears
-// more than once with different values yields every distinct value, joined
-// by commas, because a denied request that tried to be ambiguous is exactly
-// what the reader of the audit log must see. Reading stops at the first
-// malformed byte, keeping what came before.
-func AuditIDs(body []byte) (numberID, orderID string) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return "", ""
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		key, _ := tok.(string)
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			break
-		}
-		var s string
-		switch x := v.(type) {
-		case string:
-			s = x
-		case json.Number:
-			s = x.String()
-		default:
-			continue
-		}
-		switch key {
-		case "number_id":
-			numberID = addDistinct(numberID, s)
-		case "order_id":
-			orderID = addDistinct(orderID, s)
-		}
-	}
-	return numberID, orderID
-}
-
-func addDistinct(list, v string) string {
-	if list == "" {
-		return v
-	}
-	for _, x := range strings.Split(list, ",") {
-		if x == v {
-			return list
-		}
-	}
-	return list + "," + v
 }
