@@ -8,6 +8,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // UnidentifiedCaller is the caller label of a request no caller matched; no
@@ -16,22 +18,26 @@ const UnidentifiedCaller = "unidentified"
 
 var callerNameRE = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
 
-// reservedHeaders are headers the gateway strips, sets or interprets itself
-// (docs/callers-and-policy.md, docs/security.md): an identity header among
-// them would either never arrive or collide with the gateway's own use.
-// Names are canonical; every X-Forwarded-* header is reserved too.
-var reservedHeaders = map[string]bool{
-	"Authorization": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
-	"Cookie": true, "Set-Cookie": true, "X-Api-Key": true,
-	"Host": true, "Forwarded": true, "X-Real-Ip": true,
-	"X-Request-Id": true, ConfirmHeader: true,
-	"Content-Length": true, "Content-Type": true, "Content-Encoding": true,
-	"Transfer-Encoding": true, "Connection": true, "Keep-Alive": true,
-	"Proxy-Connection": true, "Te": true, "Trailer": true, "Upgrade": true, "Expect": true,
-	"X-Http-Method-Override": true, "X-Http-Method": true, "X-Method-Override": true,
-	"X-Original-Url": true, "X-Rewrite-Url": true,
-	"Traceparent": true, "Tracestate": true,
-}
+// reservedHeaders are the headers callers.identity_header cannot be
+// (docs/callers-and-policy.md, docs/security.md): every header the gateway
+// strips (routetable.StrippedRequestHeaders, and every name starting with
+// routetable.StrippedRequestPrefix), which would never arrive, and the
+// headers it sets or interprets itself, whose use it would collide with.
+// Names are canonical.
+var reservedHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range routetable.StrippedRequestHeaders() {
+		m[h] = true
+	}
+	for _, h := range []string{
+		"Host", "Set-Cookie", "X-Request-Id", "Expect",
+		"Content-Length", "Content-Type", "Content-Encoding",
+		"Traceparent", "Tracestate",
+	} {
+		m[h] = true
+	}
+	return m
+}()
 
 // validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
 func validHeaderName(s string) bool {
@@ -74,7 +80,7 @@ func validSpiffeID(s string) bool {
 		}
 		for i := 0; i < len(seg); i++ {
 			c := seg[i]
-			if !(IsSegmentByte(c) || c == '.') {
+			if !(routetable.IsSegmentByte(c) || c == '.') {
 				return false
 			}
 		}
@@ -148,7 +154,7 @@ func (v *validator) validateCallers(c Callers, extra []Route, mtls bool) {
 		v.add(hp, "required")
 	case !validHeaderName(c.IdentityHeader):
 		v.add(hp, "invalid header name %s", v.q(hp, c.IdentityHeader))
-	case reservedHeaders[canon] || strings.HasPrefix(canon, "X-Forwarded-"):
+	case reservedHeaders[canon] || strings.HasPrefix(canon, routetable.StrippedRequestPrefix):
 		v.add(hp, "%s cannot be used: the gateway strips or sets it itself", v.q(hp, c.IdentityHeader))
 	}
 	for i, s := range c.TrustedProxies {
@@ -167,7 +173,7 @@ func (v *validator) validateCallers(c Callers, extra []Route, mtls bool) {
 		v.add(up, "%s is neither \"deny\" nor the name of a caller in callers.list", v.q(up, c.Unidentified))
 	}
 
-	known := append(routeNames(extra), RouteUnmatched)
+	known := append(routeNames(extra), routetable.Unmatched)
 	// Each identifier may name one caller only; first maps it to the path
 	// where it was first seen and the index of that caller.
 	type seen struct {

@@ -4,37 +4,21 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
-// BuiltinRoutes returns the built-in route table of
-// docs/callers-and-policy.md, auth first. It is the single source of the
-// route table: the policy package builds its router from it plus
-// routes.extra. Each call returns a new slice.
+// BuiltinRoutes returns the built-in route table (routetable.Builtin, the
+// single source of it) as routes of the configuration, auth first, so that
+// it can be listed with routes.extra. Each call returns a new slice.
 func BuiltinRoutes() []Route {
-	return []Route{
-		{Name: "auth", Method: "POST", Path: "/v1/auth"},
-		{Name: "contacts.create", Method: "POST", Path: "/v1/contacts/create"},
-		{Name: "contacts.details", Method: "POST", Path: "/v1/contacts/details"},
-		{Name: "contacts.list", Method: "POST", Path: "/v1/contacts/list"},
-		{Name: "contacts.upload_patient_doc", Method: "POST", Path: "/v1/contacts/upload-patient-doc"},
-		{Name: "numbers.filled_requirements", Method: "POST", Path: "/v1/numbers/filled_requirements"},
-		{Name: "numbers.available_list", Method: "POST", Path: "/v1/numbers/available-list"},
-		{Name: "numbers.delete", Method: "POST", Path: "/v1/numbers/delete"},
-		{Name: "esign.templates.list", Method: "GET", Path: "/v1/esign_templates"},
-		{Name: "esign.field_rules.list", Method: "GET", Path: "/v1/esign_templates/{templateId}/field_rule"},
-		{Name: "esign.fields.create", Method: "POST", Path: "/v1/esign_templates/{templateId}/fields"},
-		{Name: "esign.fields.update", Method: "PATCH", Path: "/v1/esign_templates/{templateId}/fields/{fieldTemplateId}"},
-		{Name: "esign.theme.delete", Method: "DELETE", Path: "/v1/esign_templates/{templateId}/theme"},
+	b := routetable.Builtin()
+	rs := make([]Route, len(b))
+	for i, r := range b {
+		rs[i] = Route(r)
 	}
+	return rs
 }
-
-// Route names that are not routes of the table but are used as route labels.
-const (
-	// RouteUnmatched names a path under /v1/ that matches no route.
-	RouteUnmatched = "unmatched"
-	// RouteUnknown names a path outside /v1/; it is never forwarded.
-	RouteUnknown = "unknown_route"
-)
 
 var routeNameRE = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)*$`)
 
@@ -46,9 +30,9 @@ func validRoutePath(p string) bool {
 		return false
 	}
 	for _, seg := range strings.Split(rest, "/") {
-		if name, ok := paramName(seg); ok {
+		if name, ok := routetable.ParamName(seg); ok {
 			for i := 0; i < len(name); i++ {
-				if c := name[i]; c == '-' || !IsSegmentByte(c) {
+				if c := name[i]; c == '-' || !routetable.IsSegmentByte(c) {
 					return false
 				}
 			}
@@ -61,7 +45,7 @@ func validRoutePath(p string) bool {
 			return false
 		}
 		for i := 0; i < len(seg); i++ {
-			if !IsSegmentByte(seg[i]) {
+			if !routetable.IsSegmentByte(seg[i]) {
 				return false
 			}
 		}
@@ -80,27 +64,13 @@ func belowAuth(p string) bool {
 	return deeper && strings.EqualFold(seg, "auth")
 }
 
-func paramName(seg string) (string, bool) {
-	if len(seg) >= 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
-		return seg[1 : len(seg)-1], true
-	}
-	return "", false
-}
-
-// IsSegmentByte reports whether c may appear in a path segment the gateway
-// forwards: [A-Za-z0-9_-] (docs/callers-and-policy.md). Route paths in the
-// configuration and request paths at run time are held to the same set.
-func IsSegmentByte(c byte) bool {
-	return c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-}
-
 // routeShape is what two routes must not share: the method and the path,
 // compared without letter case (as the router matches) and without
 // parameter names.
 func routeShape(method, path string) string {
 	segs := strings.Split(strings.ToLower(path), "/")
 	for i, s := range segs {
-		if _, ok := paramName(s); ok {
+		if _, ok := routetable.ParamName(s); ok {
 			segs[i] = "{}"
 		}
 	}
@@ -111,7 +81,7 @@ func routeShape(method, path string) string {
 func repeatedParam(path string) bool {
 	seen := map[string]bool{}
 	for _, seg := range strings.Split(path, "/") {
-		if name, ok := paramName(seg); ok {
+		if name, ok := routetable.ParamName(seg); ok {
 			if seen[name] {
 				return true
 			}
@@ -153,7 +123,7 @@ func fixedSegments(path string) [][2]string {
 	var out [][2]string
 	segs := strings.Split(path, "/")
 	for i, seg := range segs {
-		if _, ok := paramName(seg); ok || seg == "" {
+		if _, ok := routetable.ParamName(seg); ok || seg == "" {
 			continue
 		}
 		out = append(out, [2]string{routeShape("", strings.Join(segs[:i+1], "/")), seg})
@@ -165,7 +135,7 @@ func fixedSegments(path string) [][2]string {
 // routes, in table order.
 func routeNames(extra []Route) []string {
 	var names []string
-	for _, r := range BuiltinRoutes() {
+	for _, r := range routetable.Builtin() {
 		names = append(names, r.Name)
 	}
 	for _, r := range extra {
@@ -183,7 +153,7 @@ func (v *validator) validateRoutes(r Routes) {
 	type owner struct{ path, name string }
 	shapes := map[string]owner{}
 	spelled := spellings{}
-	for _, b := range BuiltinRoutes() {
+	for _, b := range routetable.Builtin() {
 		builtin[b.Name] = true
 		shapes[routeShape(b.Method, b.Path)] = owner{"", b.Name}
 		spelled.add(b.Path, "", b.Name)
@@ -201,7 +171,7 @@ func (v *validator) validateRoutes(r Routes) {
 			v.add(np, "invalid route name %s (want lower-case words of a-z, 0-9 or _ joined by dots, e.g. \"faxes.send\")", v.q(np, e.Name))
 		case builtin[e.Name]:
 			v.add(np, "%s is a built-in route name", v.q(np, e.Name))
-		case e.Name == RouteUnmatched || e.Name == RouteUnknown:
+		case e.Name == routetable.Unmatched || e.Name == routetable.Unknown:
 			v.add(np, "%s is reserved", v.q(np, e.Name))
 		case dup:
 			v.add(np, "duplicate route name %s (also routes.extra[%d])", v.q(np, e.Name), j)
@@ -212,8 +182,8 @@ func (v *validator) validateRoutes(r Routes) {
 		switch {
 		case e.Method == "":
 			v.add(mp, "required")
-		case !IsMethod(e.Method):
-			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(Methods()))
+		case !routetable.IsMethod(e.Method):
+			v.add(mp, "invalid method %s (want %s)", v.q(mp, e.Method), orList(routetable.Methods()))
 		default:
 			methodOK = true
 		}

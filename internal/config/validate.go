@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // Validate is pure: it returns every problem of c, in file order (the order
@@ -431,7 +433,7 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 	byPath := map[string][]entry{}
 	pathOf := map[string]string{} // route name -> its key in byPath
 	add := func(r Route, i int) {
-		if validRoutePath(r.Path) && IsMethod(r.Method) {
+		if validRoutePath(r.Path) && routetable.IsMethod(r.Method) {
 			k := routeShape("", r.Path)
 			byPath[k] = append(byPath[k], entry{r, i})
 			pathOf[r.Name] = k
@@ -495,7 +497,8 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 	// parameter, or the other way round, names some of the same request
 	// paths (/v1/faxes/inbox is a path of /v1/faxes/{faxId}); the router
 	// picks the fixed one, so it would take those paths from the sensitive
-	// route's policy and its audit line.
+	// route's policy and its audit line (routetable.TakesPaths). The routes
+	// of one key share a shape, so the first of each stands for all.
 	keys := make([]string, 0, len(byPath))
 	for key := range byPath {
 		keys = append(keys, key)
@@ -507,7 +510,7 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 			continue
 		}
 		for _, other := range keys {
-			if other == key || !shadows(key, other) {
+			if routetable.OverlapOf(byPath[key][0].r.Path, byPath[other][0].r.Path) != routetable.TakesPaths {
 				continue
 			}
 			for _, e := range byPath[other] {
@@ -515,34 +518,6 @@ func (v *validator) sensitivePaths(sensitive []string, extra []Route) {
 			}
 		}
 	}
-}
-
-// shadows reports whether the route of shape other (a routeShape key) takes
-// request paths from the sensitive route of shape sens: both have as many
-// segments, agree wherever both are fixed, and at the first position where
-// one has a parameter and the other a fixed segment, other has the fixed
-// one, which the router prefers. (A parameter route such as /v1/{a}/{b}
-// never takes /v1/numbers/delete from numbers.delete.)
-func shadows(sens, other string) bool {
-	as, bs := strings.Split(sens, "/"), strings.Split(other, "/")
-	if len(as) != len(bs) {
-		return false
-	}
-	first := true
-	for i := range as {
-		a, b := as[i], bs[i]
-		switch {
-		case a == b:
-		case a != "{}" && b != "{}":
-			return false
-		case first:
-			if a != "{}" {
-				return false // the sensitive route is the fixed one here
-			}
-			first = false
-		}
-	}
-	return !first
 }
 
 // hasProblemAt reports whether a problem was found at exactly path.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 func validConfig() *Config {
@@ -210,7 +212,7 @@ func TestBuiltinRoutes(t *testing.T) {
 	names := map[string]bool{}
 	shapes := map[string]bool{}
 	for _, r := range rs {
-		if !routeNameRE.MatchString(r.Name) || !IsMethod(r.Method) || !validRoutePath(r.Path) {
+		if !routeNameRE.MatchString(r.Name) || !routetable.IsMethod(r.Method) || !validRoutePath(r.Path) {
 			t.Errorf("built-in route %v would not pass as an extra route", r)
 		}
 		if names[r.Name] || shapes[routeShape(r.Method, r.Path)] {
@@ -270,29 +272,6 @@ func TestValidSpiffeID(t *testing.T) {
 	}
 }
 
-func TestMethods(t *testing.T) {
-	if got, want := strings.Join(Methods(), " "), "GET POST PATCH PUT DELETE"; got != want {
-		t.Errorf("Methods() = %s, want %s (the methods docs/callers-and-policy.md lists)", got, want)
-	}
-	for _, m := range Methods() {
-		if !IsMethod(m) {
-			t.Errorf("IsMethod(%q) = false", m)
-		}
-	}
-	for _, m := range []string{"get", "HEAD", "OPTIONS", "CONNECT", "TRACE", "", "GET ", "DELETE\x00"} {
-		if IsMethod(m) {
-			t.Errorf("IsMethod(%q) = true", m)
-		}
-	}
-	Methods()[0] = "HEAD"
-	if !IsMethod("GET") || IsMethod("HEAD") {
-		t.Error("Methods() shares its backing array")
-	}
-	if a := testing.AllocsPerRun(100, func() { _ = IsMethod("DELETE") }); a != 0 {
-		t.Errorf("IsMethod allocates %v times, want 0", a)
-	}
-}
-
 func TestParseCIDR(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"10.1.2.3/8", "10.0.0.0/8"},
@@ -313,6 +292,23 @@ func TestParseCIDR(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("ParseCIDR(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestIdentityHeaderIsNoStrippedHeader: callers.identity_header may be no
+// header the gateway strips before forwarding, in any letter case. check
+// used to accept X-Auth-Token and the other names a second, shorter list
+// lacked.
+func TestIdentityHeaderIsNoStrippedHeader(t *testing.T) {
+	for _, h := range append(routetable.StrippedRequestHeaders(), "X-Forwarded-User") {
+		for _, spelling := range []string{h, strings.ToLower(h)} {
+			c := validConfig()
+			c.Callers.IdentityHeader = spelling
+			want := `callers.identity_header: "` + spelling + `" cannot be used: the gateway strips or sets it itself`
+			if got := Validate(c); len(got) != 1 || got[0].String() != want {
+				t.Errorf("identity_header %s: got %v, want %s", spelling, got, want)
+			}
 		}
 	}
 }
