@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// AccessLog writes the access lines (contract section 9) itself, as the
+// AccessLog writes the access lines (docs/logs.md) itself, as the
 // exact bytes zap's JSON encoder writes for them with the gateway's encoder
 // configuration (gateway.NewLogs: production keys, "ts" as RFC 3339 with
 // nanoseconds, lower-case level, the logger named "access"). Going through
@@ -43,9 +43,10 @@ func (a *AccessLog) write(now time.Time, ex *exchange) {
 	}
 }
 
-// accessLine is the access log line's fields (contract section 9), added
-// by one inlined marshaler: ten zap.Fields would be built, type-switched
-// and, as a variadic slice, allocated on every request.
+// accessLine is the access line's fields, for a handler with no AccessLog
+// (the console format), added by one inlined marshaler: ten zap.Fields
+// would be built, type-switched and, as a variadic slice, allocated on
+// every request.
 type accessLine struct{ ex *exchange }
 
 func (l accessLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {

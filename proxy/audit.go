@@ -11,7 +11,7 @@ import (
 )
 
 // writeAudit writes the one audit line of a request to a sensitive route
-// (contract section 9). decision says what the upstream may have done:
+// (docs/logs.md, Audit lines). decision says what the upstream may have done:
 // "denied", it never saw the request; "forwarded", it answered
 // (upstream_status); "unknown", the request went to it but no answer came
 // back (a timeout, a reset, the caller leaving), so the action may have
@@ -68,8 +68,8 @@ func (h *Handler) auditValue(v string) string {
 }
 
 // readAuditBody reads, for the audit line, the body of a refused request
-// whose audit line carries number_id and order_id (contract section 9: also
-// when the request is denied). It is bounded like the replay buffer: 1 MiB,
+// whose audit line carries number_id and order_id (docs/logs.md: also when
+// the request is denied). It is bounded like the replay buffer: 1 MiB,
 // server.max_body_bytes, the read timeout between reads and the overall
 // deadline. It reads nothing when the head itself was refused (headRefusal,
 // the method aside: the framing or size is in doubt and the connection

@@ -141,7 +141,7 @@ func auditCases(reset *atomic.Bool) []auditCase {
 			405, "ops", "method_not_allowed", "num_1001", "ord_5001"),
 		denied(auditCase{name: "wrong method, no body", method: "DELETE", target: auditDel, hdr: opsConfirmed()},
 			405, "ops", "method_not_allowed", "", ""),
-		denied(auditCase{name: "method outside the contract", method: "PROPFIND", target: auditDel, body: auditBody, hdr: opsConfirmed()},
+		denied(auditCase{name: "method the gateway does not forward", method: "PROPFIND", target: auditDel, body: auditBody, hdr: opsConfirmed()},
 			405, "ops", "method_not_allowed", "num_1001", "ord_5001"),
 		denied(auditCase{name: "missing confirmation", method: "POST", target: auditDel, body: auditBody,
 			hdr: []string{"X-Faxgate-Caller", "ops"}}, 428, "ops", "confirmation_required", "num_1001", "ord_5001"),
@@ -197,7 +197,7 @@ func auditCases(reset *atomic.Bool) []auditCase {
 
 // TestAuditOneLinePerSensitiveRequest: exactly one audit line for every
 // request whose path is a sensitive route's, with the decision, reason and
-// IDs the contract gives (section 9), and none for other paths.
+// IDs docs/logs.md gives (Audit lines), and none for other paths.
 func TestAuditOneLinePerSensitiveRequest(t *testing.T) {
 	var reset atomic.Bool
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: auditCallers, UpstreamTimeout: 500 * time.Millisecond,

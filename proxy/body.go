@@ -18,7 +18,7 @@ import (
 const smallBodyMax = 32 << 10
 
 // retryBufferMax is the largest request body the gateway buffers, only so it
-// can resend it once after an upstream 401 (contract section 5).
+// can resend it once after an upstream 401 (docs/tokens.md, The 401 resend).
 const retryBufferMax = 1 << 20
 
 // requestBody wraps a caller's body: it counts bytes, enforces
@@ -33,7 +33,7 @@ type requestBody struct {
 	limit   int64
 	n       int64
 	err     *gatewayError // why reading stopped, if the gateway stopped it
-	eof     atomic.Bool   // the whole body was read (read by the error handler too)
+	eof     atomic.Bool   // the whole body was read (read by upstreamError too)
 	cleared bool
 	// hardDeadline, when set, bounds the whole read however steadily it trickles.
 	hardDeadline time.Time

@@ -9,7 +9,7 @@ import (
 	"github.com/faxgate/faxgate/policy"
 )
 
-// admitUpstream applies upstream_budget (contract section 13) to a request
+// admitUpstream applies upstream_budget (docs/upstream-budget.md) to a request
 // that is about to go upstream: a route held after an upstream 429 is
 // refused with upstream_throttled; a caller over its share of a limit with
 // upstream_budget_exhausted. Only an admitted request counts against the

@@ -38,8 +38,8 @@ policy:
   confirm: []
 `
 
-// fuzzMethods is what the fuzzer's method index picks from: the contract's
-// five, and some it refuses.
+// fuzzMethods is what the fuzzer's method index picks from: the five the
+// gateway forwards, and some it refuses.
 var fuzzMethods = []string{"POST", "GET", "DELETE", "PATCH", "PUT", "post", "OPTIONS", "CONNECT", "HEAD"}
 
 // fuzzBody names a number that does not exist: a forwarded delete changes nothing.
@@ -179,7 +179,7 @@ func checkForwardedRoute(t *testing.T, routes []config.Route, sim *faxsim.Sim, r
 	reads := upstreamReading(rec.Path)
 	if route == "unmatched" {
 		// The caller's path, with "/v1" in lower case and one trailing
-		// slash removed (contract section 3).
+		// slash removed (docs/callers-and-policy.md, Routes).
 		want, _, _ := strings.Cut(target, "?")
 		want = strings.TrimSuffix(want, "/")
 		if len(want) >= 3 {

@@ -97,7 +97,7 @@ type reply struct {
 type replyFrom int
 
 const (
-	byGateway  replyFrom = iota // the contract's JSON envelope with an error code
+	byGateway  replyFrom = iota // the gateway's JSON envelope with an error code
 	byUpstream                  // relayed from faxsim: no gateway error code
 	byShim                      // the auth shim's local placeholder token
 	byGoServer                  // net/http's own plain-text refusal, before any handler
@@ -264,7 +264,7 @@ func untrustedAttacks() []attack {
 		{name: "raw tab in the target", raw: post("/v1/numbers/delete\t", deleteBody), want: []reply{goServer(400)}},
 		{name: "raw NUL in the target", raw: post("/v1/numbers/delete\x00", deleteBody), want: []reply{goServer(400)}},
 		// A request line that is not METHOD target HTTP/x.y is answered when
-		// the line ends (contract section 5).
+		// the line ends (docs/security.md).
 		{name: "space inside the target", raw: post("/v1/numbers/ delete", deleteBody), want: badLine},
 		{name: "two spaces before the version", raw: post("/v1/numbers/delete ", deleteBody), want: badLine},
 		{name: "cyrillic e lookalike", raw: post("/v1/numbers/d\u0435lete", deleteBody), want: badPath},

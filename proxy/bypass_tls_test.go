@@ -16,7 +16,7 @@ import (
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
-// The bypass corpus over TLS (contract section 11): the HTTP/1.1 cases as
+// The bypass corpus over TLS (docs/tls.md): the HTTP/1.1 cases as
 // they are, through the framing sniffer under the TLS plaintext, and the
 // path and header cases again as HTTP/2 requests. h2 has no request line,
 // chunked framing, obs-fold or pipelining to abuse, but the same paths,

@@ -9,7 +9,7 @@ import (
 )
 
 // envelope is the upstream's response shape plus the gateway's machine-readable
-// error code (contract section 7).
+// error code (docs/callers-and-policy.md, What a denied caller sees).
 type envelope struct {
 	Status  int    `json:"status"`
 	Message string `json:"message"`
@@ -25,7 +25,7 @@ type gatewayError struct {
 
 func (e *gatewayError) Error() string { return e.code + ": " + e.message }
 
-// writeError answers with the contract's JSON envelope. Messages are built by
+// writeError answers with the gateway's JSON envelope. Messages are built by
 // the gateway from fixed text and configured names only, never from request
 // bytes, so they cannot reflect a credential or a path back.
 func writeError(w http.ResponseWriter, e *gatewayError) {

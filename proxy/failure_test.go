@@ -218,7 +218,7 @@ func TestHeadersOver32KiBAre431(t *testing.T) {
 	wantEnvelope(t, resp, body, 431, "headers_too_large")
 }
 
-func TestMethodsOutsideTheContractAre405(t *testing.T) {
+func TestMethodsNotForwardedAre405(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers})
 	for _, m := range []string{"OPTIONS", "HEAD", "TRACE", "PROPFIND"} {
 		resp, body := g.Do(t, m, "/v1/contacts/list", "")
@@ -363,11 +363,12 @@ func TestResponsesStreamToTheCaller(t *testing.T) {
 }
 
 // TestResendMemoryIsReturned: the copies kept for a resend go back to the
-// resend memory after each request. ReverseProxy never lets the transport
-// close the handler's body, so a copy released only on that Close was never
-// released: after server.resend_buffer_bytes of copies (8 MiB by default
-// then) no body was copied again, and every later 401 on such a body was
-// relayed instead of resent.
+// resend memory after each request. httputil.ReverseProxy (which forward.go
+// replaced) never let the transport close the handler's body, so a copy
+// released only on that Close was never released: after
+// server.resend_buffer_bytes of copies (8 MiB by default then) no body was
+// copied again, and every later 401 on such a body was relayed instead of
+// resent.
 func TestResendMemoryIsReturned(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "server:\n  resend_buffer_bytes: 2097152\n"})
 	head := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"`

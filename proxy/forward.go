@@ -86,7 +86,7 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx 
 		return
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
-		// The gateway switches no protocol (contract section 5).
+		// The gateway switches no protocol (docs/security.md).
 		res.Body.Close()
 		h.upstreamError(w, ex, errNotForwardable)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -33,13 +34,13 @@ type Options struct {
 	UpstreamTimeout   time.Duration
 	Metrics           *metrics.Metrics
 	Logger            *zap.Logger
-	// Holds is the table of routes held after an upstream 429 (contract
-	// section 13); nil holds nothing.
+	// Holds is the table of routes held after an upstream 429
+	// (docs/upstream-budget.md); nil holds nothing.
 	Holds *policy.Holds
 	// AccessLog, when set, writes the access lines in place of Logger
 	// (the same bytes, cheaper); nil writes them through Logger.
 	AccessLog *AccessLog
-	// AuditLogger writes the audit lines (contract section 9), used as is.
+	// AuditLogger writes the audit lines (docs/logs.md), used as is.
 	// It must be enabled at info level whatever log.level says, so that no
 	// audit line is lost to the level; nil means Logger.Named("audit"),
 	// which is subject to Logger's level.
@@ -71,7 +72,7 @@ func New(o Options) *Handler {
 		replay:    newReplayPool(o.ResendBufferBytes),
 		deadlines: newDeadlines(o.UpstreamTimeout),
 		log:       o.Logger.Named("access"),
-		errlog:    o.Logger.Named("reverseproxy"),
+		errlog:    o.Logger.Named("forward"),
 		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
 		bufs:      newBufferPool(),
 		audit:     o.AuditLogger,
@@ -98,7 +99,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := h.opts.Metrics
 	m.Inflight.Inc()
 	defer m.Inflight.Dec()
-	ex := &exchange{start: time.Now(), caller: "unidentified", route: "none", method: metrics.Method(r.Method)}
+	ex := &exchange{start: time.Now(), caller: config.UnidentifiedCaller, route: "none", method: metrics.Method(r.Method)}
 	w := &ex.w
 	w.ResponseWriter, w.ex = rw, ex
 	if id := r.Header.Get("X-Request-Id"); validRequestID(id) && !h.holdsToken(id) {
@@ -127,8 +128,8 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 
 	// Identify and route. Who is calling and which route the path names are
 	// settled before any refusal, so that every refusal of a request to a
-	// sensitive route is audited with its caller and route (contract
-	// section 9).
+	// sensitive route is audited with its caller and route (docs/logs.md,
+	// Audit lines).
 	name, _, identified := rules.Identifier.Identify(r)
 	if identified {
 		ex.caller = name
@@ -158,7 +159,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	if perr != nil {
 		return policyRefusal(perr)
 	}
-	if tgt.Route == "auth" {
+	if tgt.Route == policy.RouteAuth {
 		return h.auth(w, r, ex) // answered here, never forwarded (local.go)
 	}
 
@@ -170,7 +171,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	if !tgt.MethodOK {
 		return routeMethod(tgt.Route)
 	}
-	// No protocol switch passes the gateway (contract section 5): Upgrade is
+	// No protocol switch passes the gateway (docs/security.md): Upgrade is
 	// removed, so the forward never attempts one and the request is served
 	// as the plain HTTP it also is (curl --http2 offers h2c on every request).
 	delete(r.Header, "Upgrade")

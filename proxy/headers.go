@@ -7,7 +7,8 @@ import (
 	"github.com/faxgate/faxgate/policy"
 )
 
-// strippedRequestHeaders never reach the upstream (contract sections 3, 4, 5):
+// strippedRequestHeaders never reach the upstream (docs/security.md, Nothing
+// forgeable passes):
 // caller credentials, forwarding claims a caller could forge, method and URL
 // overrides that would make the upstream act on another route than the one
 // policy checked, hop-by-hop headers, and the gateway's own control headers.
@@ -96,7 +97,8 @@ func headerBytes(r *http.Request) int {
 	return n
 }
 
-// validRequestID accepts the X-Request-Id values contract section 5 keeps.
+// validRequestID accepts the X-Request-Id values the gateway keeps
+// (docs/callers-and-policy.md).
 func validRequestID(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false

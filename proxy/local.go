@@ -15,7 +15,7 @@ func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewa
 		return errAuthManaged
 	}
 	if r.Method != http.MethodPost {
-		return routeMethod("auth")
+		return routeMethod(policy.RouteAuth)
 	}
 	// The shim lets unmodified SDKs that insist on the auth dance work: they get
 	// a placeholder, which the gateway strips like any caller credential.
@@ -27,7 +27,8 @@ func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewa
 	return nil
 }
 
-// confirm enforces policy.confirm on the buffered body (contract section 2).
+// confirm enforces policy.confirm on the buffered body
+// (docs/callers-and-policy.md, Granting numbers.delete).
 func (h *Handler) confirm(r *http.Request, ex *exchange) *gatewayError {
 	var body []byte
 	if ex.buffered != nil {

@@ -58,7 +58,7 @@ func standInRefusal(v listener.Verdict) *gatewayError {
 
 // supportedVersion reports whether the gateway speaks r's protocol: HTTP/1.0
 // and HTTP/1.1 (Go's server also admits HTTP/1.2 to 1.9), and HTTP/2 only
-// over TLS (contract section 7).
+// over TLS (docs/security.md).
 func supportedVersion(r *http.Request) bool {
 	return r.ProtoMajor == 1 && r.ProtoMinor <= 1 || r.ProtoMajor == 2 && r.TLS != nil
 }

@@ -116,7 +116,7 @@ type answer struct {
 	name    string
 	head    string // status line, headers and trailers (or the whole exchange, for raw TCP)
 	body    string
-	relayed bool // the body is the upstream's own, relayed unchanged (contract section 5)
+	relayed bool // the body is the upstream's own, relayed unchanged (docs/callers-and-policy.md)
 }
 
 func record(name string, resp *http.Response, body string, relayed bool) answer {
@@ -164,7 +164,7 @@ func assertNothingLeaked(t *testing.T, g *gatewaytest.Gateway, answers []answer,
 			}
 		}
 	}
-	// Contract section 9: no query string, request body or Authorization value.
+	// docs/logs.md, What is never logged: no query string, request body or Authorization value.
 	for _, s := range []string{"Bearer ", "Basic ", "api_secret_key", "token=", "qmarker", "body-fragment-7c1e"} {
 		if strings.Contains(logs, s) {
 			t.Errorf("the logs hold %q:\n%s", s, grepLines(logs, s))
@@ -188,7 +188,7 @@ func TestNoSecretInLogsMetricsOrResponses(t *testing.T) {
 
 // TestNoSecretInLogsMetricsOrResponsesOverTLS: the same over TLS, with h2
 // and with HTTP/1.1 (the raw cases), and no certificate or key body in any
-// log line either (contract section 11).
+// log line either (docs/logs.md, What is never logged).
 func TestNoSecretInLogsMetricsOrResponsesOverTLS(t *testing.T) {
 	for _, h1 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "h2", true: "http1"}[h1], func(t *testing.T) {
@@ -313,7 +313,7 @@ func noSecretInLogsMetricsOrResponses(t *testing.T, tlsOpts *gatewaytest.TLS) *g
 	if !strings.Contains(echo.head, "X-Harmless: kept") || strings.Contains(echo.head, "X-Echo-Auth") || strings.Contains(echo.head, "upstream_session") {
 		t.Errorf("header echo: want X-Echo-Auth and Set-Cookie dropped, X-Harmless kept:\n%s", echo.head)
 	}
-	// Bodies are relayed unchanged (contract section 5): what an upstream puts
+	// Bodies are relayed unchanged (docs/callers-and-policy.md): what an upstream puts
 	// in its own body is its doing, so the echo body still holds the token.
 	if !strings.Contains(echo.body, tok) {
 		t.Errorf("echo body was altered: %s", echo.body)
@@ -345,7 +345,7 @@ func noSecretInLogsMetricsOrResponses(t *testing.T, tlsOpts *gatewaytest.TLS) *g
 
 	// Last, because the 401 makes the gateway renew: from here on the token
 	// above is no longer the current one, which is the only one the gateway
-	// recognises in request IDs and response headers (contract section 5).
+	// recognises in request IDs and response headers (docs/security.md).
 	resp, body := g.Do(t, "POST", "/v1/echo/unauthorized"+query, secretBody, carry...)
 	if resp.StatusCode != 401 || !strings.Contains(body, "rejected") {
 		t.Errorf("upstream 401: %d %s, want it relayed", resp.StatusCode, body)
@@ -452,7 +452,7 @@ func TestTokenNeverPrintsItself(t *testing.T) {
 
 // TestMetricLabelsAreFromFixedSets drives requests whose paths, IDs, methods,
 // request IDs and source addresses vary, then checks every label value of
-// every series against contract section 8's closed sets.
+// every series against the closed sets of docs/metrics-and-alerts.md.
 func TestMetricLabelsAreFromFixedSets(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
 callers:
@@ -557,14 +557,14 @@ routes:
 					ok = code.MatchString(val)
 				case name == "result" && mf.GetName() != "faxgate_token_refresh_total",
 					allowed[name] == nil:
-					// A label the contract's table does not name (more may be
+					// A label the metrics table does not name (more may be
 					// added): its values must still be fixed words.
 					ok = fixedWord.MatchString(val)
 				default:
 					ok = allowed[name][val]
 				}
 				if !ok {
-					t.Errorf("%s{%s=%q}: value outside the contract's fixed sets", mf.GetName(), name, val)
+					t.Errorf("%s{%s=%q}: value outside the documented fixed sets", mf.GetName(), name, val)
 				}
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 // A request body streams upstream as it arrives, and a copy is kept in
 // pooled chunks as it passes, so that an upstream 401 can still be answered
-// by one resend with a new token (contract section 6) without buffering the
+// by one resend with a new token (docs/tokens.md) without buffering the
 // body up front. The copies of all requests together hold at most
 // server.resend_buffer_bytes; a body that would go over it, or over
 // retryBufferMax, streams without a copy, and a 401 on it is relayed and

@@ -18,7 +18,7 @@ routes:
 
 // TestParamRouteBelowSensitivePathIsRefused: /v1/numbers/delete/status lies
 // below the sensitive route's path. It must be refused with 403 like every
-// other path below it (contract section 3): an upstream that routes by
+// other path below it (docs/security.md): an upstream that routes by
 // prefix reads it as the delete. Matching it to an extra route through a
 // parameter must not forward it.
 func TestParamRouteBelowSensitivePathIsRefused(t *testing.T) {
@@ -36,7 +36,7 @@ func TestParamRouteBelowSensitivePathIsRefused(t *testing.T) {
 // TestUnderscoreSpellingsOfStrippedHeadersAreStripped: a CGI-style upstream
 // reads X_Http_Method_Override as X-Http-Method-Override (both become
 // HTTP_X_HTTP_METHOD_OVERRIDE), so the underscore spelling of every stripped
-// header is stripped too (contract sections 3, 4, 5).
+// header is stripped too (docs/security.md, Nothing forgeable passes).
 func TestUnderscoreSpellingsOfStrippedHeadersAreStripped(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: untrustedCallers})
 	const list = "/v1/contacts/list"

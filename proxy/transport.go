@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/metrics"
+	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
 var errNoToken = errors.New("no valid upstream token")
 
 // authTransport puts the Bearer token on each upstream request at the last
-// moment and handles an upstream 401 (contract section 6): the rejected token
+// moment and handles an upstream 401 (docs/tokens.md): the rejected token
 // is invalidated (if still current) and the request is resent once with a
 // new token when its body can be replayed.
 type authTransport struct {
@@ -39,7 +40,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex.tok = tok
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != "auth" {
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != policy.RouteAuth {
 		if t.tokens.Invalidate(tok) {
 			resent := false
 			if replayable(req) {

@@ -63,9 +63,10 @@ func (c *loggedConn) Write(p []byte) (int, error) {
 }
 
 // TestSmallBodyGoesUpstreamInOneWrite: a small body of known length is sent
-// in the same write(2) as the request's headers. ReverseProxy hides the
-// body's type from the transport, which then flushes the headers on their
-// own: one more syscall and one more packet per request.
+// in the same write(2) as the request's headers. httputil.ReverseProxy,
+// which forward.go replaced, hid the body's type from the transport, which
+// then flushed the headers on their own: one more syscall and one more
+// packet per request.
 func TestSmallBodyGoesUpstreamInOneWrite(t *testing.T) {
 	var wl writeLog
 	tr := &http.Transport{DisableCompression: true, DialContext: wl.dial}
