@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -221,4 +222,38 @@ func (v *validator) resolvedListeners(ls []listener) {
 			v.sharedAddress(l, e, strings.Join(how, ", "))
 		}
 	}
+}
+
+// splitAddr splits host:port; the host may be empty, an IP address or a
+// host name, the port a number from minPort to 65535.
+func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil || ps == "" || len(ps) > 5 {
+		return "", 0, false
+	}
+	for i := 0; i < len(ps); i++ {
+		if ps[i] < '0' || ps[i] > '9' {
+			return "", 0, false
+		}
+	}
+	port, _ = strconv.Atoi(ps)
+	if port < minPort || port > 65535 || !validHost(host) {
+		return "", 0, false
+	}
+	return host, port, true
+}
+
+// validHost reports whether h is an IP address or made of the bytes of a
+// host name (letters, digits, "." and "-"); "" is valid (every address).
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c != '.' && c != '-' && !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,54 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+)
+
+// validateUpstream checks upstream.
+func (v *validator) validateUpstream(u Upstream) {
+	v.baseURL("upstream.base_url", u.BaseURL)
+	if (u.APIKeyFile == "") == (u.APIKeyEnv == "") {
+		v.add("upstream", "exactly one of api_key_file and api_key_env is required")
+	}
+	v.file("upstream.api_key_file", u.APIKeyFile)
+	v.envName("upstream.api_key_env", u.APIKeyEnv)
+	v.positive("upstream.timeout", u.Timeout)
+	v.file("upstream.ca_file", u.CAFile)
+	if u.MaxIdleConns < 0 {
+		v.add("upstream.max_idle_conns", "must not be negative, got %s", v.qint("upstream.max_idle_conns", int64(u.MaxIdleConns)))
+	}
+}
+
+// baseURL checks the upstream's {base_url}: an absolute http(s) URL with a
+// host and nothing the gateway could not append a route path to. A trailing
+// slash on its path is fine: the proxy joins base and route paths without
+// doubling the slash.
+func (v *validator) baseURL(path, s string) {
+	if s == "" {
+		v.add(path, "required")
+		return
+	}
+	u, err := url.Parse(s)
+	if err == nil && u.User != nil {
+		v.add(path, "must not contain credentials (user:password@); use api_key_file or api_key_env")
+		return
+	}
+	// Never echo a URL that may hold credentials, however malformed.
+	qs := v.q(path, s)
+	if strings.Contains(qs, "@") {
+		qs = "the URL"
+	}
+	switch {
+	case err != nil:
+		v.add(path, "invalid URL %s", qs)
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(path, "%s is not an absolute http or https URL", qs)
+	case u.Host == "" || u.Hostname() == "":
+		v.add(path, "%s has no host", qs)
+	case u.RawQuery != "" || u.ForceQuery:
+		v.add(path, "%s must not have a query", qs)
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		v.add(path, "%s must not have a fragment", qs)
+	}
+}
