@@ -51,13 +51,14 @@ faxgate_token_refresh_total{result="ok"} 0
 	}
 }
 
-// contractMetrics are metrics of the table in docs/metrics-and-alerts.md, with
-// their types and labels. They are not the whole table: the TLS vectors have
-// no series until a certificate or handshake sets them, faxgate_ready is
+// documentedMetrics are metrics of the table in docs/metrics-and-alerts.md,
+// with their types and labels. They are not the whole table: the TLS vectors
+// have no series until a certificate or handshake sets them, faxgate_ready is
 // RegisterReady's (TestReadyFollowsTheReadinessFunction), and
-// faxgate_config_last_reload_successful is not checked here. Every row must be
-// registered by New: a metric that dashboards and alerts name is never optional.
-var contractMetrics = []struct {
+// faxgate_config_last_reload_successful is not checked here. Every row must
+// be registered by New: a metric that dashboards and alerts name is never
+// optional.
+var documentedMetrics = []struct {
 	name   string
 	typ    string // dto.MetricType name
 	labels []string
@@ -82,7 +83,10 @@ var contractMetrics = []struct {
 	{"faxgate_upstream_budget_refused_total", "COUNTER", []string{"caller", "limit"}},
 }
 
-func TestNamesTypesAndLabelsMatchTheContract(t *testing.T) {
+// TestMetricsMatchTheDocs: every metric of documentedMetrics is registered,
+// with the type and the label names docs/metrics-and-alerts.md gives it,
+// and has help text.
+func TestMetricsMatchTheDocs(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "v1.2.3")
 	// Use every vector once so it shows up in a scrape.
@@ -107,7 +111,7 @@ func TestNamesTypesAndLabelsMatchTheContract(t *testing.T) {
 	for i, mf := range mfs {
 		got[mf.GetName()] = i
 	}
-	for _, want := range contractMetrics {
+	for _, want := range documentedMetrics {
 		t.Run(want.name, func(t *testing.T) {
 			i, ok := got[want.name]
 			if !ok {

@@ -134,9 +134,9 @@ func TestCheckInvalid(t *testing.T) {
 	}
 }
 
-// TestCheckContractExample pins one check message verbatim: the YAML path,
+// TestCheckExampleMessage pins one check message verbatim: the YAML path,
 // then the problem, in the form docs/configuration.md shows.
-func TestCheckContractExample(t *testing.T) {
+func TestCheckExampleMessage(t *testing.T) {
 	getenv := mapEnv(map[string]string{"FAXGATE_API_KEY": secretValue})
 	r := runCmd(t, getenv, "check", "--config", filepath.Join("testdata", "invalid-cidr.yaml"))
 	want := `callers.list[2].cidrs[0]: invalid CIDR "10.0.0/8"` + "\n"

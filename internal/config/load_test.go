@@ -74,9 +74,9 @@ func TestInvalidGolden(t *testing.T) {
 	}
 }
 
-// TestContractExample pins one exact message: the YAML path, then the
+// TestLoadExampleMessage pins one exact message: the YAML path, then the
 // problem, in the form docs/configuration.md shows.
-func TestContractExample(t *testing.T) {
+func TestLoadExampleMessage(t *testing.T) {
 	_, err := Load("testdata/invalid-cidr.yaml", nil)
 	want := `callers.list[2].cidrs[0]: invalid CIDR "10.0.0/8"`
 	if err == nil || !strings.Contains(err.Error()+"\n", want+"\n") {
