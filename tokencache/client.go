@@ -53,7 +53,8 @@ func StaticKey(s Secret) KeyFunc {
 }
 
 // DefaultLifetime is used when the token response carries no usable
-// expires_in: the upstream's confirmed lifetime (upstream-api-v1.md, Limits).
+// expires_in: the lifetime of the vendor's Customer API v1 tokens
+// (config.TokenLifetime).
 const DefaultLifetime = config.TokenLifetime
 
 // maxAuthResponse bounds how much of the token endpoint's answer is read.

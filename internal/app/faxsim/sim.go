@@ -1,5 +1,6 @@
-// Package faxsim is an in-memory stand-in for the Customer API v1
-// (upstream-api-v1.md): real token issue and expiry, the 13 documented
+// Package faxsim is an in-memory stand-in for the vendor's Customer API v1
+// (docs/development.md, The simulator; the endpoints are the route table of
+// docs/callers-and-policy.md): real token issue and expiry, the 13 documented
 // endpoints with their envelopes and validation messages, a few undocumented
 // fax endpoints that exercise big and DELETE bodies, and a control surface
 // under /_sim/ that lets tests see exactly what reached the upstream and
