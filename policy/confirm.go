@@ -8,13 +8,13 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy/route"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
-// ConfirmHeader is config.ConfirmHeader, named here for the proxy, which
+// ConfirmHeader is routetable.ConfirmHeader, named here for the proxy, which
 // reads it for CheckConfirm and never forwards it.
-const ConfirmHeader = config.ConfirmHeader
+const ConfirmHeader = routetable.ConfirmHeader
 
 // CheckConfirm enforces policy.confirm for numbers.delete-like routes.
 //

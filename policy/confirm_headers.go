@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/faxgate/faxgate/policy/route"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // CheckConfirmHeaders enforces, on a route in policy.confirm, that the
@@ -21,7 +22,7 @@ import (
 func CheckConfirmHeaders(h http.Header) *route.Error {
 	var contentType []string
 	for k, vs := range h {
-		switch FoldedHeaderName(k) {
+		switch routetable.FoldedHeaderName(k) {
 		case "Content-Type":
 			contentType = append(contentType, vs...)
 		case "Content-Encoding":
@@ -29,7 +30,7 @@ func CheckConfirmHeaders(h http.Header) *route.Error {
 		case "Connection":
 			for _, v := range vs {
 				for name := range strings.SplitSeq(v, ",") {
-					switch FoldedHeaderName(textproto.TrimString(name)) {
+					switch routetable.FoldedHeaderName(textproto.TrimString(name)) {
 					case "Content-Type", "Content-Encoding":
 						return invalidRequest("a confirmed route's request may not name Content-Type or Content-Encoding in Connection")
 					}

@@ -1,14 +1,13 @@
 package policy
 
 import (
-	"net/textproto"
-	"strings"
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy/identity"
 	"github.com/faxgate/faxgate/policy/limit"
 	"github.com/faxgate/faxgate/policy/route"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // Rules is everything that decides what a caller may do, compiled from the
@@ -27,7 +26,7 @@ type Rules struct {
 	MaxHold         time.Duration
 	// IdentityHeader is callers.identity_header as the forward compares
 	// header names: canonical, with underscores read as hyphens
-	// (FoldedHeaderName). It is never forwarded upstream, however the
+	// (routetable.FoldedHeaderName). It is never forwarded upstream, however the
 	// config or the request spells it.
 	IdentityHeader string
 	// AuthShim answers POST /v1/auth locally (policy.auth_endpoint: shim)
@@ -82,25 +81,10 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,
 
-		IdentityHeader: FoldedHeaderName(cfg.Callers.IdentityHeader),
+		IdentityHeader: routetable.FoldedHeaderName(cfg.Callers.IdentityHeader),
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
 		resolver:       route.NewResolver(table, func(r string) bool { return pol.Base(r).Sensitive }),
 	}, nil
-}
-
-// FoldedHeaderName is the name a header named k is read under by the
-// most lenient server behind the gateway: its canonical form with every
-// underscore read as a hyphen. CGI-style servers (PHP, Rack, WSGI and the
-// frameworks on top of them) read "X_Faxgate_Caller" and "x-faxgate-caller"
-// as one variable, HTTP_X_FAXGATE_CALLER, so every spelling of a header the
-// gateway strips or checks is that header. The identity header's configured
-// spelling is compiled once into this form (Rules.IdentityHeader), and the
-// forward folds a request's names the same way.
-func FoldedHeaderName(k string) string {
-	if strings.IndexByte(k, '_') >= 0 {
-		k = strings.ReplaceAll(k, "_", "-")
-	}
-	return textproto.CanonicalMIMEHeaderKey(k)
 }
 
 // Resolve resolves a request-target to the route policy decides on and the

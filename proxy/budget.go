@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 // admitUpstream applies upstream_budget (docs/upstream-budget.md) to a request
@@ -52,7 +52,7 @@ func (h *Handler) observeUpstream(ex *exchange, res *http.Response) {
 	}
 	m.UpstreamThrottled.WithLabelValues(ex.route).Inc()
 	if h.opts.Holds != nil && ex.rules.HonorRetryAfter {
-		h.opts.Holds.Hold(ex.route, policy.RetryAfter(res.Header.Get("Retry-After"), time.Now(), ex.rules.MaxHold))
+		h.opts.Holds.Hold(ex.route, limit.RetryAfter(res.Header.Get("Retry-After"), time.Now(), ex.rules.MaxHold))
 	}
 }
 

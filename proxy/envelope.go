@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // envelope is the upstream's response shape plus the gateway's machine-readable
@@ -78,7 +78,7 @@ var (
 )
 
 // policyRefusal is a refusal of package policy, answered as the gateway's own.
-func policyRefusal(e *policy.Error) *gatewayError {
+func policyRefusal(e *route.Error) *gatewayError {
 	return &gatewayError{e.Status, e.Code, e.Message}
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -34,7 +35,7 @@ type exchange struct {
 	rules  *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile
 	caller string
 	route  string
-	target policy.Target
+	target route.Target
 	// auditRoute is the sensitive route the path resolves to, whatever the
 	// method and whoever the caller: "" when no audit line is due.
 	auditRoute string

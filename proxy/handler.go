@@ -16,6 +16,8 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
+	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -36,7 +38,7 @@ type Options struct {
 	Logger            *zap.Logger
 	// Holds is the table of routes held after an upstream 429
 	// (docs/upstream-budget.md); nil holds nothing.
-	Holds *policy.Holds
+	Holds *limit.Holds
 	// AccessLog, when set, writes the access lines in place of Logger
 	// (the same bytes, cheaper); nil writes them through Logger.
 	AccessLog *AccessLog
@@ -159,7 +161,7 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatew
 	if perr != nil {
 		return policyRefusal(perr)
 	}
-	if tgt.Route == policy.RouteAuth {
+	if tgt.Route == route.RouteAuth {
 		return h.auth(w, r, ex) // answered here, never forwarded (local.go)
 	}
 

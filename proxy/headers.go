@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // strippedRequestHeaders never reach the upstream (docs/security.md, Nothing
@@ -13,23 +13,14 @@ import (
 // overrides that would make the upstream act on another route than the one
 // policy checked, hop-by-hop headers, and the gateway's own control headers.
 // Every header named in Connection is dropped too (outgoingHeader).
-var strippedRequestHeaders = []string{
-	"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
-	"Api-Key", "X-Auth-Token", "X-Access-Token",
-	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
-	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
-	"X-Original-Url", "X-Rewrite-Url", "X-Override-Url", "X-Original-Uri", "X-Envoy-Original-Path",
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Upgrade", "Te", "Trailer",
-	"Transfer-Encoding", "Http2-Settings",
-	"X-Forwarded-Client-Cert", policy.ConfirmHeader,
-}
+var strippedRequestHeaders = routetable.StrippedRequestHeaders()
 
 // strippedRequestName reports whether a request header named k is not
 // forwarded; identity is the identity header as Rules.IdentityHeader holds
 // it (canonical, underscores as hyphens), so that no spelling of it, in the
 // config or in the request, reaches the upstream.
 func strippedRequestName(k, identity string) bool {
-	if strippedRequestHeader[k] || k == identity || strings.HasPrefix(k, "X-Forwarded-") {
+	if strippedRequestHeader[k] || k == identity || strings.HasPrefix(k, routetable.StrippedRequestPrefix) {
 		return true
 	}
 	// CGI-style servers (PHP, Rack, WSGI, many frameworks on top of them)
@@ -38,8 +29,8 @@ func strippedRequestName(k, identity string) bool {
 	// stripped header is that header. net/http canonicalises the names it
 	// reads, so k is canonical but for its underscores.
 	if strings.IndexByte(k, '_') >= 0 {
-		d := policy.FoldedHeaderName(k)
-		return strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, "X-Forwarded-")
+		d := routetable.FoldedHeaderName(k)
+		return strippedRequestHeader[d] || d == identity || strings.HasPrefix(d, routetable.StrippedRequestPrefix)
 	}
 	return false
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // FuzzOutgoingHeader: whatever the configured spelling of the identity
@@ -40,14 +40,14 @@ func FuzzOutgoingHeader(f *testing.F) {
 		if connection != "" {
 			in["Connection"] = []string{connection}
 		}
-		identity := policy.FoldedHeaderName(configured)
+		identity := routetable.FoldedHeaderName(configured)
 		out := outgoingHeader(in, identity, []string{"id"})
 		named := map[string]bool{}
 		for name := range strings.SplitSeq(connection, ",") {
 			named[textproto.CanonicalMIMEHeaderKey(textproto.TrimString(name))] = true
 		}
 		for k := range out {
-			folded := policy.FoldedHeaderName(k)
+			folded := routetable.FoldedHeaderName(k)
 			switch {
 			case folded == identity:
 				t.Fatalf("identity header %q (configured %q) forwarded as %q", sent, configured, k)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/routetable"
 )
 
 // The identity header never reaches the upstream, whatever the spelling
@@ -70,7 +70,7 @@ rate_limit:
 						t.Fatalf("%s: the upstream received %d requests, want 1", rs.name, len(recs))
 					}
 					for k, v := range recs[0].Header {
-						if policy.FoldedHeaderName(k) == "X-Faxgate-Caller" || strings.Contains(strings.ToLower(k), "caller") {
+						if routetable.FoldedHeaderName(k) == "X-Faxgate-Caller" || strings.Contains(strings.ToLower(k), "caller") {
 							t.Errorf("%s: the upstream received %s: %q", rs.name, k, v)
 						}
 					}

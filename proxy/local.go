@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/route"
 )
 
 // What the gateway answers or checks itself, with no upstream in it: the
@@ -15,7 +16,7 @@ func (h *Handler) auth(w *responseWriter, r *http.Request, ex *exchange) *gatewa
 		return errAuthManaged
 	}
 	if r.Method != http.MethodPost {
-		return routeMethod(policy.RouteAuth)
+		return routeMethod(route.RouteAuth)
 	}
 	// The shim lets unmodified SDKs that insist on the auth dance work: they get
 	// a placeholder, which the gateway strips like any caller credential.

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 // rateLimit is the limit stage: the caller's rate limit, when one is set,
@@ -30,7 +30,7 @@ func (h *Handler) rateLimit(w *responseWriter, r *http.Request, ex *exchange) *g
 // or limited (RateLimit-* of the IETF draft, Retry-After when limited).
 // Durations are whole seconds, rounded up, so a client that waits that long
 // is admitted.
-func setRateLimitHeaders(h http.Header, r policy.RateResult) {
+func setRateLimitHeaders(h http.Header, r limit.RateResult) {
 	// One allocation holds the value slices and the digits of numbers too
 	// large for ascii.Itoa's table (a limit of 1,000,000 is not unusual).
 	vals := new(rateLimitValues)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/metrics"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -40,7 +40,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex.tok = tok
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != policy.RouteAuth {
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != route.RouteAuth {
 		if t.tokens.Invalidate(tok) {
 			resent := false
 			if replayable(req) {

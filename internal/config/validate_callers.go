@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/textproto"
 	"path"
 	"regexp"
 	"strings"
@@ -41,7 +40,9 @@ var reservedHeaders = func() map[string]bool {
 // are verified (server.tls.client_ca_file), so that SPIFFE IDs can match.
 func (v *validator) validateCallers(c Callers, extra []Route, mtls bool) {
 	const hp = "callers.identity_header"
-	switch canon := textproto.CanonicalMIMEHeaderKey(c.IdentityHeader); {
+	// Folded as the forward reads names: X_Auth_Token is X-Auth-Token to a
+	// CGI-style server, and the gateway strips it in every spelling.
+	switch canon := routetable.FoldedHeaderName(c.IdentityHeader); {
 	case c.IdentityHeader == "":
 		v.add(hp, "required")
 	case !validHeaderName(c.IdentityHeader):

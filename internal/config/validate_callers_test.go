@@ -13,7 +13,7 @@ import (
 // lacked.
 func TestIdentityHeaderIsNoStrippedHeader(t *testing.T) {
 	for _, h := range append(routetable.StrippedRequestHeaders(), "X-Forwarded-User") {
-		for _, spelling := range []string{h, strings.ToLower(h)} {
+		for _, spelling := range []string{h, strings.ToLower(h), strings.ReplaceAll(h, "-", "_")} {
 			c := validConfig()
 			c.Callers.IdentityHeader = spelling
 			want := `callers.identity_header: "` + spelling + `" cannot be used: the gateway strips or sets it itself`

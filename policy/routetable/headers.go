@@ -1,5 +1,10 @@
 package routetable
 
+import (
+	"net/textproto"
+	"strings"
+)
+
 // ConfirmHeader is the request header in which a caller echoes the body's
 // number_id for a route in policy.confirm. The gateway consumes it, so it
 // is never forwarded and cannot be callers.identity_header.
@@ -32,4 +37,19 @@ var strippedRequestHeaders = [...]string{
 // too. Each call returns a new slice.
 func StrippedRequestHeaders() []string {
 	return append([]string(nil), strippedRequestHeaders[:]...)
+}
+
+// FoldedHeaderName is the name a header named k is read under by the
+// most lenient server behind the gateway: its canonical form with every
+// underscore read as a hyphen. CGI-style servers (PHP, Rack, WSGI and the
+// frameworks on top of them) read "X_Faxgate_Caller" and "x-faxgate-caller"
+// as one variable, HTTP_X_FAXGATE_CALLER, so every spelling of a header the
+// gateway strips or checks is that header. The identity header's configured
+// spelling is compiled once into this form (Rules.IdentityHeader), and the
+// forward folds a request's names the same way.
+func FoldedHeaderName(k string) string {
+	if strings.IndexByte(k, '_') >= 0 {
+		k = strings.ReplaceAll(k, "_", "-")
+	}
+	return textproto.CanonicalMIMEHeaderKey(k)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/faxgate/faxgate/internal/base/httpjson"
-	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 )
 
 // adminHandler serves /metrics, /healthz, /readyz, /budget and, when enabled,
@@ -60,7 +60,7 @@ type holdStatus struct {
 // upstream_budget limit's windows per caller (used, reserved, remaining) and
 // the standing Retry-After holds.
 func (g *Gateway) budgetStatus(ctx context.Context) any {
-	st := policy.BudgetStatus{Backend: "none", Limits: []policy.LimitStatus{}}
+	st := limit.BudgetStatus{Backend: "none", Limits: []limit.LimitStatus{}}
 	if b := g.Handler.Rules().Budget; b != nil {
 		st = b.Status(ctx)
 	}
@@ -70,7 +70,7 @@ func (g *Gateway) budgetStatus(ctx context.Context) any {
 	}
 	sort.Slice(holds, func(i, j int) bool { return holds[i].Route < holds[j].Route })
 	return struct {
-		policy.BudgetStatus
+		limit.BudgetStatus
 		Holds []holdStatus `json:"holds"`
 	}{st, holds}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/faxgate/faxgate/internal/servertls"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/limit"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -73,7 +74,7 @@ type Gateway struct {
 	// Handler is the proxy's request path; its rules are swapped by reloads.
 	Handler *proxy.Handler
 	// Holds are the routes held after an upstream 429 (docs/upstream-budget.md).
-	Holds *policy.Holds
+	Holds *limit.Holds
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
 	// Metrics are the gateway's metrics, registered on Deps.Registry.
@@ -161,7 +162,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	if cfg.RateLimit.Backend == "redis" && g.redis != nil {
 		holdClient = g.redis
 	}
-	g.Holds = policy.NewHolds(policy.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
+	g.Holds = limit.NewHolds(limit.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout})
 	metrics.RegisterHolds(d.Registry, g.Holds.Each)
 

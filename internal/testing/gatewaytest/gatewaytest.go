@@ -63,7 +63,7 @@ type Options struct {
 	// both, as in faxgate serve.
 	RateLimitRedisAddr string
 	// RateLimitTimeout bounds each shared rate-limit decision; default
-	// policy.DefaultRedisRateTimeout. Tests that measure the shared limit
+	// limit.DefaultRedisRateTimeout. Tests that measure the shared limit
 	// raise it, so a loaded test machine does not send them to the local
 	// fallback.
 	RateLimitTimeout time.Duration
