@@ -6,7 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
@@ -23,13 +22,13 @@ type compileOptions struct {
 // WithRedis is the Redis client through which rate_limit.backend: redis
 // shares limits and the upstream budget, with the metrics and logger of
 // those limits. Compile ignores it with backend local.
-func WithRedis(client redis.UniversalClient, m *metrics.Metrics, log *zap.Logger) CompileOption {
+func WithRedis(client redis.UniversalClient, m *limit.Metrics, log *zap.Logger) CompileOption {
 	return func(o *compileOptions) { o.deps.Redis, o.deps.Metrics, o.deps.Logger = client, m, log }
 }
 
 // WithMetrics gives the compiled rules the metrics they report to (the
 // upstream budget's, whatever the backend).
-func WithMetrics(m *metrics.Metrics) CompileOption {
+func WithMetrics(m *limit.Metrics) CompileOption {
 	return func(o *compileOptions) { o.deps.Metrics = m }
 }
 

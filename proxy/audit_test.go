@@ -21,7 +21,6 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -428,7 +427,7 @@ callers:
 		var logs, audits gatewaytest.SyncBuffer
 		o := proxy.Options{Upstream: base, Transport: http.DefaultTransport, Tokens: fixedToken{tok}, Rules: rules,
 			MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes, ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout,
-			Metrics: metrics.New(prometheus.NewRegistry(), "test"), Logger: newLogger(&logs, level)}
+			Metrics: proxy.NewMetrics(prometheus.NewRegistry()), Logger: newLogger(&logs, level)}
 		if withAudit {
 			o.AuditLogger = newLogger(&audits, zapcore.InfoLevel).Named("audit")
 		} else {

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -95,7 +94,7 @@ rate_limit:
 		Upstream: base, Transport: benchTransport(b), Tokens: fixedToken{tok}, Rules: rules,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes, ReadTimeout: cfg.Server.ReadTimeout,
 		UpstreamTimeout: cfg.Upstream.Timeout,
-		Metrics:         metrics.New(prometheus.NewRegistry(), "bench"), Logger: log,
+		Metrics:         proxy.NewMetrics(prometheus.NewRegistry()), Logger: log,
 	})
 }
 

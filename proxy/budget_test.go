@@ -50,7 +50,7 @@ func TestUpstream429HoldsTheRoute(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.UpstreamRateLimitRemaining.WithLabelValues("contacts.list")); got != 0 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamRateLimitRemaining.WithLabelValues("contacts.list")); got != 0 {
 		t.Errorf("faxgate_upstream_ratelimit_remaining = %v, want the upstream's 0", got)
 	}
 	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`)
@@ -70,10 +70,10 @@ func TestUpstream429HoldsTheRoute(t *testing.T) {
 	if resp, body := g.Do(t, "GET", "/v1/esign_templates", ""); resp.StatusCode != 200 {
 		t.Errorf("another route during the hold: %d %s", resp.StatusCode, body)
 	}
-	if got := testutil.ToFloat64(g.Metrics.UpstreamThrottled.WithLabelValues("contacts.list")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamThrottled.WithLabelValues("contacts.list")); got != 1 {
 		t.Errorf("faxgate_upstream_throttled_total = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Denied.WithLabelValues("svc", "contacts.list", "upstream_throttled")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "contacts.list", "upstream_throttled")); got != 1 {
 		t.Errorf("denied{upstream_throttled} = %v, want 1", got)
 	}
 	var st struct {
@@ -112,7 +112,7 @@ func TestUpstream429NotHonoured(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.UpstreamThrottled.WithLabelValues("contacts.list")); got != 2 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamThrottled.WithLabelValues("contacts.list")); got != 2 {
 		t.Errorf("throttled = %v, want 2", got)
 	}
 }
@@ -152,10 +152,10 @@ upstream_budget:
 			t.Fatalf("ops request %d within its reserve: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.BudgetRefused.WithLabelValues("svc", "tenant")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.BudgetRefused.WithLabelValues("svc", "tenant")); got != 1 {
 		t.Errorf("faxgate_upstream_budget_refused_total = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(g.Metrics.BudgetUsedRatio.WithLabelValues("tenant", "")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Limits.BudgetUsedRatio.WithLabelValues("tenant", "")); got != 1 {
 		t.Errorf("faxgate_upstream_budget_used_ratio = %v, want 1", got)
 	}
 	var st struct {

@@ -51,7 +51,7 @@ func TestInvalidKeyIs503AndNotReady(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "token:\n  retry_min: 1h\n  retry_max: 2h\n",
 		SimKey: "another-key", NoWait: true})
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(g.Metrics.TokenRefresh.WithLabelValues("invalid_key")) < 1 {
+	for testutil.ToFloat64(g.Metrics.Tokens.Refresh.WithLabelValues("invalid_key")) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no invalid_key renewal counted")
 		}
@@ -84,7 +84,7 @@ func TestUpstream401RenewsAndResendsOnce(t *testing.T) {
 	if n := g.Sim.RouteCounts()["POST /v1/contacts/create"]; n != 2 {
 		t.Fatalf("create reached the upstream %d times, want 2 (first 401, then the resend)", n)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
 		t.Fatalf("faxgate_upstream_401_retries_total = %v, want 1", got)
 	}
 	reqs := g.Sim.Requests()
@@ -383,10 +383,10 @@ func TestResendMemoryIsReturned(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("after revocation: %d %.200s, want 200 after a resend", resp.StatusCode, b)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Upstream401Retries.WithLabelValues("contacts.create")); got != 1 {
 		t.Fatalf("faxgate_upstream_401_retries_total = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Upstream401Unretried.WithLabelValues("contacts.create")); got != 0 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Upstream401Unretried.WithLabelValues("contacts.create")); got != 0 {
 		t.Fatalf("faxgate_upstream_401_unretried_total = %v, want 0: the copy was not kept", got)
 	}
 }

@@ -34,7 +34,7 @@ type Options struct {
 	ResendBufferBytes int64
 	ReadTimeout       time.Duration // longest pause between two reads of a request body
 	UpstreamTimeout   time.Duration
-	Metrics           *metrics.Metrics
+	Metrics           *Metrics
 	Logger            *zap.Logger
 	// Holds is the table of routes held after an upstream 429
 	// (docs/upstream-budget.md); nil holds nothing.

@@ -20,7 +20,6 @@ import (
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy/listener"
 	"github.com/faxgate/faxgate/tokencache"
@@ -67,12 +66,13 @@ func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handl
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, met := zap.NewNop(), metrics.New(prometheus.NewRegistry(), "test")
+	reg := prometheus.NewRegistry()
+	log, met := zap.NewNop(), NewMetrics(reg)
 	t.Cleanup(tr.CloseIdleConnections)
 	tokens := tokencache.NewManager(tokencache.Options{
 		Fetcher: tokencache.NewClient(up.URL, tr, 5*time.Second, tokencache.StaticKey(tokencache.NewSecret(key)), clock.Real{}),
 		Clock:   clock.Real{}, RefreshBefore: cfg.Token.RefreshBefore, RetryMin: cfg.Token.RetryMin,
-		RetryMax: cfg.Token.RetryMax, Metrics: met, Logger: log,
+		RetryMax: cfg.Token.RetryMax, Metrics: tokencache.NewMetrics(reg), Logger: log,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

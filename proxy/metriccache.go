@@ -22,7 +22,7 @@ type pairKey struct{ caller, route string }
 // pairMetrics are the metric children of one (caller, route).
 type pairMetrics struct {
 	caller, route string
-	m             *metrics.Metrics
+	m             *Metrics
 	duration      prometheus.Observer // faxgate_request_duration_seconds{caller,route}
 
 	// The route's upstream children are looked up on first use, not with
@@ -42,11 +42,11 @@ type codeKey struct {
 }
 
 type metricCache struct {
-	m     *metrics.Metrics
+	m     *Metrics
 	pairs lockedMap[pairKey, *pairMetrics]
 }
 
-func newMetricCache(m *metrics.Metrics) *metricCache { return &metricCache{m: m} }
+func newMetricCache(m *Metrics) *metricCache { return &metricCache{m: m} }
 
 // lockedMap is a map read far more often than written: a read takes the
 // read lock only, and a missing value is built once, under the write lock.

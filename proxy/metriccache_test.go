@@ -5,8 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // The cache hands out the vectors' own children: what a request counts
@@ -14,7 +12,7 @@ import (
 // appear only when first used.
 func TestMetricCacheUsesTheVectorsChildren(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, "test")
+	m := NewMetrics(reg)
 	c := newMetricCache(m)
 
 	p := c.pair("svc", "contacts.list")

@@ -266,7 +266,7 @@ func TestNumbersDeletePolicy(t *testing.T) {
 	if first := audits[0]; first["decision"] != "denied" || first["reason"] != "forbidden" || first["caller"] != "svc" {
 		t.Fatalf("audit line of the denied delete = %v", first)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Denied.WithLabelValues("svc", "numbers.delete", "forbidden")); got != 3 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "numbers.delete", "forbidden")); got != 3 {
 		t.Fatalf("faxgate_denied_total{svc,numbers.delete,forbidden} = %v, want 3", got)
 	}
 }
@@ -317,7 +317,7 @@ callers:
 	if resp.Header.Get("RateLimit-Remaining") != "0" || resp.Header.Get("RateLimit-Reset") == "" {
 		t.Fatalf("RateLimit headers on 429: %v", resp.Header)
 	}
-	if got := testutil.ToFloat64(g.Metrics.RateLimited.WithLabelValues("svc")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.RateLimited.WithLabelValues("svc")); got != 1 {
 		t.Fatalf("faxgate_rate_limited_total{svc} = %v, want 1", got)
 	}
 }

@@ -376,7 +376,7 @@ func TestNoSecretWhenTheKeyIsRejectedOrTheAuthShimAnswers(t *testing.T) {
 		g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "token:\n  retry_min: 10ms\n  retry_max: 20ms\n",
 			SimKey: "another-key", NoWait: true})
 		deadline := time.Now().Add(5 * time.Second)
-		for testutil.ToFloat64(g.Metrics.TokenRefresh.WithLabelValues("invalid_key")) < 3 {
+		for testutil.ToFloat64(g.Metrics.Tokens.Refresh.WithLabelValues("invalid_key")) < 3 {
 			if time.Now().After(deadline) {
 				t.Fatal("fewer than 3 invalid_key renewals counted")
 			}
@@ -578,7 +578,7 @@ routes:
 			t.Errorf("no series with %s: the traffic did not cover it", want)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.Upstream401Retries.WithLabelValues("contacts.list")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Upstream401Retries.WithLabelValues("contacts.list")); got != 1 {
 		t.Errorf("401 retries = %v, want 1", got)
 	}
 }

@@ -49,10 +49,10 @@ func TestCallerLeavingDuringTheTokenWaitIs499(t *testing.T) {
 	if line["status"] != float64(499) || line["error"] != "client_closed" {
 		t.Errorf("access line status %v error %v, want 499 client_closed", line["status"], line["error"])
 	}
-	if n := testutil.ToFloat64(g.Metrics.Denied.WithLabelValues("svc", "contacts.list", "token_unavailable")); n != 0 {
+	if n := testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "contacts.list", "token_unavailable")); n != 0 {
 		t.Errorf("faxgate_denied_total{reason=token_unavailable} = %v, want 0", n)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Requests.WithLabelValues("svc", "contacts.list", "POST", "499")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Proxy.Requests.WithLabelValues("svc", "contacts.list", "POST", "499")); got != 1 {
 		t.Errorf(`faxgate_requests_total{code="499"} = %v, want 1`, got)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -20,7 +19,7 @@ var errNoToken = errors.New("no valid upstream token")
 type authTransport struct {
 	next    http.RoundTripper
 	tokens  tokencache.Source
-	metrics *metrics.Metrics
+	metrics *Metrics
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -60,15 +60,15 @@ func (m *Manager) renewShared(ctx context.Context, rejected *Token) (*Token, str
 		}
 		lease, ok, err := sh.Lease(ctx, m.opts.LeaseTTL)
 		if err != nil {
-			m.opts.Metrics.TokenLease.WithLabelValues("error").Inc()
+			m.opts.Metrics.Lease.WithLabelValues("error").Inc()
 			m.storeErr("lease", err)
 			return m.renewDirect(ctx, rejected)
 		}
 		if ok {
-			m.opts.Metrics.TokenLease.WithLabelValues("acquired").Inc()
+			m.opts.Metrics.Lease.WithLabelValues("acquired").Inc()
 			return m.renewUnderLease(ctx, lease, rejected)
 		}
-		m.opts.Metrics.TokenLease.WithLabelValues("busy").Inc()
+		m.opts.Metrics.Lease.WithLabelValues("busy").Inc()
 		if !m.opts.Clock.Now().Before(deadline) {
 			m.log.Warn("the renewal lease stayed busy without a new token appearing; renewing directly")
 			return m.renewDirect(ctx, rejected)
@@ -140,7 +140,7 @@ func (m *Manager) keepLease(ctx context.Context, lease Lease, stop <-chan struct
 			m.storeErr("extend", err)
 		case !ok:
 			// Someone else may now renew too; our token is still good, so carry on.
-			m.opts.Metrics.TokenLease.WithLabelValues("lost").Inc()
+			m.opts.Metrics.Lease.WithLabelValues("lost").Inc()
 			return
 		}
 	}
@@ -210,7 +210,7 @@ func (m *Manager) markUnsynced(tok *Token) {
 	m.unsynced = tok
 	m.fleet.syncFailures = 0
 	m.fleet.syncAt = m.opts.Clock.Now().Add(time.Second)
-	m.opts.Metrics.TokenUnsynced.Set(1)
+	m.opts.Metrics.Unsynced.Set(1)
 }
 
 func (m *Manager) syncDue() bool {
@@ -242,14 +242,14 @@ func (m *Manager) writeBack(ctx context.Context) {
 	}
 	if m.unsynced == tok {
 		m.unsynced = nil
-		m.opts.Metrics.TokenUnsynced.Set(0)
+		m.opts.Metrics.Unsynced.Set(0)
 		m.log.Info("shared token store reachable again; token written back")
 	}
 }
 
 // storeErr counts a store failure and warns at most every storeWarnEvery per operation.
 func (m *Manager) storeErr(op string, err error) {
-	m.opts.Metrics.TokenStoreErrors.WithLabelValues(op).Inc()
+	m.opts.Metrics.StoreErrors.WithLabelValues(op).Inc()
 	now := m.opts.Clock.Now()
 	m.fleet.warnMu.Lock()
 	if m.fleet.lastWarn == nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -166,7 +165,7 @@ func (f *countingFetcher) Fetch(ctx context.Context) (*tokencache.Token, error) 
 
 type replica struct {
 	m   *tokencache.Manager
-	met *metrics.Metrics
+	met *tokencache.Metrics
 }
 
 func startReplica(t *testing.T, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
@@ -177,7 +176,7 @@ func startReplica(t *testing.T, sh tokencache.Shared, f tokencache.Fetcher, refr
 // startReplicaOn starts a replica on clock; jitter nil means random.
 func startReplicaOn(t *testing.T, clock clock.Clock, jitter func() float64, sh tokencache.Shared, f tokencache.Fetcher, refreshBefore time.Duration) replica {
 	t.Helper()
-	met := metrics.New(prometheus.NewRegistry(), "t")
+	met := tokencache.NewMetrics(prometheus.NewRegistry())
 	m := tokencache.NewManager(tokencache.Options{
 		Fetcher: f, Clock: clock, RefreshBefore: refreshBefore, Jitter: jitter,
 		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: met,
@@ -269,7 +268,7 @@ func TestFleetRenewsOncePerLifetime(t *testing.T) {
 	}
 	adopted := 0.0
 	for _, r := range rs {
-		adopted += testutil.ToFloat64(r.met.TokenAdopted.WithLabelValues("redis"))
+		adopted += testutil.ToFloat64(r.met.Adopted.WithLabelValues("redis"))
 	}
 	if adopted < 3*3 {
 		t.Fatalf("tokens adopted from the store = %v, want the 3 other replicas to adopt each of the 3 tokens", adopted)
@@ -343,10 +342,10 @@ func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
 	if ok, _ := r.m.Ready(); !ok {
 		t.Fatal("not ready with a valid token during a store outage")
 	}
-	if got := testutil.ToFloat64(r.met.TokenStoreErrors.WithLabelValues("load")); got < 1 {
+	if got := testutil.ToFloat64(r.met.StoreErrors.WithLabelValues("load")); got < 1 {
 		t.Fatal("faxgate_token_store_errors_total{op=load} not counted")
 	}
-	if got := testutil.ToFloat64(r.met.TokenUnsynced); got != 1 {
+	if got := testutil.ToFloat64(r.met.Unsynced); got != 1 {
 		t.Fatalf("unsynced gauge = %v, want 1", got)
 	}
 	sh.down.Store(false)
@@ -359,7 +358,7 @@ func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
 		st, _ := sh.Load(context.Background())
 		return st != nil && st.Value.Equal(tok.Value)
 	})
-	eventually(t, "unsynced gauge back to 0", func() bool { return testutil.ToFloat64(r.met.TokenUnsynced) == 0 })
+	eventually(t, "unsynced gauge back to 0", func() bool { return testutil.ToFloat64(r.met.Unsynced) == 0 })
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("token calls = %d, want 1", n)
 	}
@@ -447,7 +446,7 @@ func TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	m := tokencache.NewManager(tokencache.Options{
 		Fetcher: f, Clock: clock, RefreshBefore: 10 * time.Minute, Jitter: func() float64 { return 0 },
-		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		RetryMin: 50 * time.Millisecond, RetryMax: time.Second, Metrics: tokencache.NewMetrics(prometheus.NewRegistry()),
 		Shared: sh, LeaseTTL: 600 * time.Millisecond, Logger: zap.New(core),
 	})
 	ctx, cancel := context.WithCancel(context.Background())

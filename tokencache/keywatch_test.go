@@ -16,7 +16,6 @@ import (
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -169,4 +168,4 @@ func TestRejectedKeyIsRetriedAtOnceWhenTheFileChanges(t *testing.T) {
 	}
 }
 
-func newMetrics() *metrics.Metrics { return metrics.New(prometheus.NewRegistry(), "t") }
+func newMetrics() *tokencache.Metrics { return tokencache.NewMetrics(prometheus.NewRegistry()) }

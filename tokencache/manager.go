@@ -12,7 +12,6 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // Source is what the request path needs from the token machinery.
@@ -36,7 +35,7 @@ type Options struct {
 	RefreshBefore time.Duration // renew when less than this lifetime remains
 	RetryMin      time.Duration // backoff bounds of a failing renewal
 	RetryMax      time.Duration
-	Metrics       *metrics.Metrics
+	Metrics       *Metrics
 	Logger        *zap.Logger
 	// Jitter returns a number in [0,1); nil means math/rand/v2. Tests pin it.
 	Jitter func() float64
@@ -146,7 +145,7 @@ func (m *Manager) Invalidate(t *Token) bool {
 	m.cur.Store(nil)
 	m.pending401 = true
 	m.rejected = t
-	m.opts.Metrics.TokenExpiry.Set(0)
+	m.opts.Metrics.Expiry.Set(0)
 	m.wake()
 	return true
 }
@@ -363,11 +362,11 @@ func (m *Manager) renew(ctx context.Context) error {
 		} else {
 			m.log.Warn("token renewal failed", zap.Error(err))
 		}
-		m.opts.Metrics.TokenRefresh.WithLabelValues(result).Inc()
+		m.opts.Metrics.Refresh.WithLabelValues(result).Inc()
 		return err
 	}
 	if source == "upstream" {
-		m.opts.Metrics.TokenRefresh.WithLabelValues("ok").Inc()
+		m.opts.Metrics.Refresh.WithLabelValues("ok").Inc()
 	}
 	m.install(tok, source)
 	return nil
@@ -377,13 +376,13 @@ func (m *Manager) renew(ctx context.Context) error {
 func (m *Manager) install(tok *Token, source string) {
 	if m.unsynced != nil && m.unsynced != tok {
 		m.unsynced = nil // superseded: the store holds a newer token or will get this one
-		m.opts.Metrics.TokenUnsynced.Set(0)
+		m.opts.Metrics.Unsynced.Set(0)
 	}
 	m.cur.Store(tok)
 	m.pending401, m.rejected, m.failing, m.invalidKey = false, nil, false, false
 	m.renewAt = m.scheduleRenewal(tok)
-	m.opts.Metrics.TokenAdopted.WithLabelValues(source).Inc()
-	m.opts.Metrics.TokenExpiry.Set(float64(tok.Expiry.UnixNano()) / 1e9)
+	m.opts.Metrics.Adopted.WithLabelValues(source).Inc()
+	m.opts.Metrics.Expiry.Set(float64(tok.Expiry.UnixNano()) / 1e9)
 	m.log.Info("token in use", zap.String("source", source), zap.Time("expires", tok.Expiry),
 		zap.Time("next_renewal", m.renewAt), zap.Bool("after_401", tok.By401))
 }

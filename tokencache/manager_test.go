@@ -16,7 +16,6 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -67,7 +66,7 @@ type fixture struct {
 	clock *clocktest.Fake
 	fetch *fakeFetcher
 	m     *tokencache.Manager
-	met   *metrics.Metrics
+	met   *tokencache.Metrics
 }
 
 func newFixture(t *testing.T, jitter float64, gate chan struct{}, setup ...func(*fakeFetcher)) *fixture {
@@ -77,7 +76,7 @@ func newFixture(t *testing.T, jitter float64, gate chan struct{}, setup ...func(
 	for _, s := range setup {
 		s(f)
 	}
-	met := metrics.New(prometheus.NewRegistry(), "test")
+	met := tokencache.NewMetrics(prometheus.NewRegistry())
 	m := tokencache.NewManager(tokencache.Options{
 		Fetcher: f, Clock: clock, RefreshBefore: time.Hour,
 		RetryMin: time.Second, RetryMax: time.Minute, Metrics: met,
@@ -120,10 +119,10 @@ func TestFirstTokenBeforeReady(t *testing.T) {
 	if ok, why := fx.m.Ready(); !ok {
 		t.Fatalf("Ready = false (%s) with a valid token", why)
 	}
-	if got := testutil.ToFloat64(fx.met.TokenRefresh.WithLabelValues("ok")); got != 1 {
+	if got := testutil.ToFloat64(fx.met.Refresh.WithLabelValues("ok")); got != 1 {
 		t.Fatalf("refresh ok = %v, want 1", got)
 	}
-	if got, want := testutil.ToFloat64(fx.met.TokenExpiry), float64(t0.Add(24*time.Hour).Unix()); got != want {
+	if got, want := testutil.ToFloat64(fx.met.Expiry), float64(t0.Add(24*time.Hour).Unix()); got != want {
 		t.Fatalf("expiry gauge = %v, want %v", got, want)
 	}
 }
@@ -217,7 +216,7 @@ func TestBackoffDoublesUpToRetryMax(t *testing.T) {
 		}
 		fx.clock.Advance(w)
 	}
-	if got := testutil.ToFloat64(fx.met.TokenRefresh.WithLabelValues("error")); got < float64(len(want)) {
+	if got := testutil.ToFloat64(fx.met.Refresh.WithLabelValues("error")); got < float64(len(want)) {
 		t.Fatalf("refresh errors = %v, want >= %d", got, len(want))
 	}
 }
@@ -264,7 +263,7 @@ func TestInvalidKeyShowsInReadinessAndMetrics(t *testing.T) {
 	if ok, why := fx.m.Ready(); ok || why != "upstream rejected the API secret key" {
 		t.Fatalf("Ready = %v, %q", ok, why)
 	}
-	if got := testutil.ToFloat64(fx.met.TokenRefresh.WithLabelValues("invalid_key")); got != 1 {
+	if got := testutil.ToFloat64(fx.met.Refresh.WithLabelValues("invalid_key")); got != 1 {
 		t.Fatalf("invalid_key = %v, want 1", got)
 	}
 	fx.fetch.setFailAll(nil) // the operator fixed the key file
@@ -332,7 +331,7 @@ func TestFetcherPanicDoesNotKillTheLoop(t *testing.T) {
 	clock := clocktest.New(t0)
 	pf := &panicFetcher{}
 	m := tokencache.NewManager(tokencache.Options{Fetcher: pf, Clock: clock, RefreshBefore: time.Hour,
-		RetryMin: time.Second, RetryMax: time.Minute, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		RetryMin: time.Second, RetryMax: time.Minute, Metrics: tokencache.NewMetrics(prometheus.NewRegistry()),
 		Jitter: func() float64 { return 0 }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -353,7 +352,7 @@ func TestFetcherPanicIsLogged(t *testing.T) {
 	clock := clocktest.New(t0)
 	core, logs := observer.New(zap.InfoLevel)
 	m := tokencache.NewManager(tokencache.Options{Fetcher: &panicFetcher{}, Clock: clock, RefreshBefore: time.Hour,
-		RetryMin: time.Second, RetryMax: time.Minute, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		RetryMin: time.Second, RetryMax: time.Minute, Metrics: tokencache.NewMetrics(prometheus.NewRegistry()),
 		Jitter: func() float64 { return 0 }, Logger: zap.New(core)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -381,7 +380,7 @@ func TestRenewalLoopSurvivesAPanic(t *testing.T) {
 	ff := &fakeFetcher{clock: clock.Fake, lifetime: 24 * time.Hour}
 	core, logs := observer.New(zap.InfoLevel)
 	m := tokencache.NewManager(tokencache.Options{Fetcher: ff, Clock: clock, RefreshBefore: time.Hour,
-		RetryMin: 2 * time.Second, RetryMax: time.Minute, Metrics: metrics.New(prometheus.NewRegistry(), "t"),
+		RetryMin: 2 * time.Second, RetryMax: time.Minute, Metrics: tokencache.NewMetrics(prometheus.NewRegistry()),
 		Jitter: func() float64 { return 0 }, Logger: zap.New(core)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -438,7 +437,7 @@ func (e *expiredFetcher) Fetch(context.Context) (*tokencache.Token, error) {
 func TestAlreadyExpiredTokenBacksOffInsteadOfSpinning(t *testing.T) {
 	clock := clocktest.New(t0)
 	f := &expiredFetcher{clock: clock}
-	met := metrics.New(prometheus.NewRegistry(), "t")
+	met := tokencache.NewMetrics(prometheus.NewRegistry())
 	m := tokencache.NewManager(tokencache.Options{Fetcher: f, Clock: clock, RefreshBefore: time.Hour,
 		RetryMin: time.Second, RetryMax: time.Minute, Metrics: met, Jitter: func() float64 { return 0 }})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -452,7 +451,7 @@ func TestAlreadyExpiredTokenBacksOffInsteadOfSpinning(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("token calls = %d without the clock moving, want 1", n)
 	}
-	if got := testutil.ToFloat64(met.TokenRefresh.WithLabelValues("error")); got != 1 {
+	if got := testutil.ToFloat64(met.Refresh.WithLabelValues("error")); got != 1 {
 		t.Fatalf("refresh errors = %v, want 1", got)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Server) initACME() error {
 	// Present at 0 from the start, so that rate() and alerts see the first failure.
 	for _, d := range a.Domains {
 		for _, op := range []string{"obtain", "renew"} {
-			s.o.Metrics.TLSACMEFailures.WithLabelValues(d, op)
+			s.o.Metrics.ACMEFailures.WithLabelValues(d, op)
 		}
 	}
 	ca := a.Directory
@@ -213,7 +213,7 @@ func (s *Server) acmeEvent(_ context.Context, event string, data map[string]any)
 	if renewal, _ := data["renewal"].(bool); renewal {
 		op = "renew"
 	}
-	s.o.Metrics.TLSACMEFailures.WithLabelValues(name, op).Inc()
+	s.o.Metrics.ACMEFailures.WithLabelValues(name, op).Inc()
 	return nil
 }
 
@@ -233,7 +233,7 @@ func (s *Server) managedLeaf(domain string) *x509.Certificate {
 func (s *Server) updateACMEMetrics() {
 	for _, d := range s.acme.domains {
 		if leaf := s.managedLeaf(d); leaf != nil {
-			s.o.Metrics.TLSCertExpiry.WithLabelValues(d).Set(float64(leaf.NotAfter.Unix()))
+			s.o.Metrics.CertExpiry.WithLabelValues(d).Set(float64(leaf.NotAfter.Unix()))
 		}
 	}
 }
@@ -252,7 +252,7 @@ func (s *Server) acmeReady() (bool, string) {
 		case !now.Before(leaf.NotAfter):
 			expired = append(expired, d+" at "+leaf.NotAfter.UTC().Format(time.RFC3339))
 		default:
-			s.o.Metrics.TLSCertExpiry.WithLabelValues(d).Set(float64(leaf.NotAfter.Unix()))
+			s.o.Metrics.CertExpiry.WithLabelValues(d).Set(float64(leaf.NotAfter.Unix()))
 		}
 	}
 	switch {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 func acmeOptions(t *testing.T) Options {
@@ -22,7 +21,7 @@ func acmeOptions(t *testing.T) Options {
 		TLS: config.TLS{Mode: "acme", MinVersion: "1.2", ClientCAFile: ca, ClientAuth: "require",
 			ACME: config.ACME{Domains: []string{"gw.faxgate.test"}, Directory: "https://127.0.0.1:1/dir",
 				Storage: "file", StoragePath: t.TempDir()}},
-		Metrics: metrics.New(prometheus.NewRegistry(), "test"),
+		Metrics: NewMetrics(prometheus.NewRegistry()),
 	}
 }
 

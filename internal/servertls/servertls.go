@@ -29,7 +29,6 @@ import (
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/base/filedigest"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // DefaultPollEvery is how often the certificate files are checked for a change.
@@ -47,7 +46,7 @@ type Options struct {
 	// Logger receives the reloads and the rejected pairs. Default: none.
 	Logger *zap.Logger
 	// Metrics receive the certificate expiry and the handshake errors. Required.
-	Metrics *metrics.Metrics
+	Metrics *Metrics
 	// Storage is where mode acme keeps accounts, certificates, keys and
 	// locks: certstore over Redis for acme.storage redis. nil means files
 	// under acme.storage_path (certmagic's default directory when empty).
@@ -93,8 +92,8 @@ func New(o Options) (*Server, error) {
 		o.Logger = zap.NewNop()
 	}
 	s := &Server{o: o, log: o.Logger}
-	for _, r := range metrics.HandshakeReasons {
-		o.Metrics.TLSHandshakeErrors.WithLabelValues(r) // present at 0 for rate() and alerts
+	for _, r := range HandshakeReasons {
+		o.Metrics.HandshakeErrors.WithLabelValues(r) // present at 0 for rate() and alerts
 	}
 	if f := o.TLS.ClientCAFile; f != "" {
 		b, err := os.ReadFile(f)
@@ -305,9 +304,9 @@ func (s *Server) reload(ctx context.Context) error {
 		s.cache.Remove([]string{old})
 	}
 	if oldDomain != "" && oldDomain != domain {
-		s.o.Metrics.TLSCertExpiry.DeleteLabelValues(oldDomain)
+		s.o.Metrics.CertExpiry.DeleteLabelValues(oldDomain)
 	}
-	s.o.Metrics.TLSCertExpiry.WithLabelValues(domain).Set(float64(leaf.NotAfter.Unix()))
+	s.o.Metrics.CertExpiry.WithLabelValues(domain).Set(float64(leaf.NotAfter.Unix()))
 	if old != hash {
 		s.log.Info("TLS certificate loaded", zap.String("domain", domain),
 			zap.Time("not_after", leaf.NotAfter), zap.Bool("replaced", old != ""))

@@ -19,7 +19,6 @@ import (
 	"github.com/faxgate/faxgate/internal/servertls"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 const poll = time.Second
@@ -29,7 +28,7 @@ type fixture struct {
 	srv      *servertls.Server
 	clock    *clocktest.Fake
 	logs     *observer.ObservedLogs
-	met      *metrics.Metrics
+	met      *servertls.Metrics
 	dir      string
 	cert     string
 	key      string
@@ -40,7 +39,7 @@ type fixture struct {
 // on a fake clock.
 func start(t *testing.T, p tlstest.Pair) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), met: metrics.New(prometheus.NewRegistry(), "t")}
+	f := &fixture{t: t, dir: t.TempDir(), met: servertls.NewMetrics(prometheus.NewRegistry())}
 	// The layout of a mounted Secret: cert.pem -> ..data/cert.pem, and
 	// ..data -> the current data directory.
 	f.cert, f.key = filepath.Join(f.dir, "cert.pem"), filepath.Join(f.dir, "key.pem")
@@ -110,7 +109,7 @@ func (f *fixture) served() string {
 }
 
 func (f *fixture) expiry(domain string) float64 {
-	return testutil.ToFloat64(f.met.TLSCertExpiry.WithLabelValues(domain))
+	return testutil.ToFloat64(f.met.CertExpiry.WithLabelValues(domain))
 }
 
 // rejections returns, and forgets, the log lines of rejected pairs; every
@@ -185,7 +184,7 @@ func TestFilesServeAndRotate(t *testing.T) {
 	if got := f.served(); got != "b.faxgate.test" {
 		t.Fatalf("after the swap served %s, want b.faxgate.test", got)
 	}
-	if n := testutil.CollectAndCount(f.met.TLSCertExpiry); n != 1 {
+	if n := testutil.CollectAndCount(f.met.CertExpiry); n != 1 {
 		t.Errorf("%d expiry series after the swap, want 1 (the old domain's removed)", n)
 	}
 	if got, want := f.expiry("b.faxgate.test"), float64(b.Leaf.NotAfter.Unix()); got != want {
@@ -309,7 +308,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.tls.Mode, tc.tls.MinVersion = "files", "1.2"
-			_, err := servertls.New(servertls.Options{TLS: tc.tls, Metrics: metrics.New(prometheus.NewRegistry(), "t")})
+			_, err := servertls.New(servertls.Options{TLS: tc.tls, Metrics: servertls.NewMetrics(prometheus.NewRegistry())})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, want an error saying %q", err, tc.want)
 			}

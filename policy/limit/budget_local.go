@@ -5,8 +5,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // LocalBudget keeps the budget's windows in this process: with
@@ -15,7 +13,7 @@ import (
 type LocalBudget struct {
 	now    func() time.Time
 	limits []*budgetLimit
-	met    *metrics.Metrics
+	met    *Metrics
 	store  *windowStore
 }
 
@@ -44,7 +42,7 @@ type windowEntry struct {
 	caller string
 }
 
-func newLocalBudget(limits []*budgetLimit, now func() time.Time, m *metrics.Metrics) *LocalBudget {
+func newLocalBudget(limits []*budgetLimit, now func() time.Time, m *Metrics) *LocalBudget {
 	return &LocalBudget{now: now, limits: limits, met: m, store: &windowStore{windows: map[windowKey]*window{}}}
 }
 

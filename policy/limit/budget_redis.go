@@ -30,7 +30,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // budgetScript decides one request. KEYS are pairs (sorted set, hash), one
@@ -151,7 +150,7 @@ type RedisBudgetOptions struct {
 	// Now is the clock of the local fallback; shared windows use Redis's.
 	Now     func() time.Time
 	Timeout time.Duration // one decision; default DefaultRedisRateTimeout
-	Metrics *metrics.Metrics
+	Metrics *Metrics
 	Logger  *zap.Logger
 	// Routes are the route names GET /budget reports route-scope windows for.
 	Routes []string
@@ -167,7 +166,7 @@ type RedisBudget struct {
 	timeout time.Duration
 	now     func() time.Time
 	log     *zap.Logger
-	met     *metrics.Metrics
+	met     *Metrics
 	fallbk  prometheus.Counter
 	routes  []string
 
@@ -187,7 +186,7 @@ func NewRedisBudget(o RedisBudgetOptions) *RedisBudget {
 		o.Timeout = DefaultRedisRateTimeout
 	}
 	if o.Metrics == nil {
-		o.Metrics = metrics.New(prometheus.NewRegistry(), "")
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

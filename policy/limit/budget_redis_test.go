@@ -13,7 +13,6 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
@@ -23,7 +22,7 @@ func budgetOf(limits []config.BudgetLimit, shares map[string]config.Share) confi
 
 type budgetReplica struct {
 	b    *limit.RedisBudget
-	met  *metrics.Metrics
+	met  *limit.Metrics
 	cmds *countingHook
 }
 
@@ -35,7 +34,7 @@ func replicas(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint 
 		c := redisClient(t, addr)
 		h := &countingHook{}
 		c.AddHook(h)
-		m := metrics.New(prometheus.NewRegistry(), "test")
+		m := limit.NewMetrics(prometheus.NewRegistry())
 		out = append(out, budgetReplica{met: m, cmds: h, b: limit.NewRedisBudget(limit.RedisBudgetOptions{
 			Client: c, KeyPrefix: "faxgate:", Budget: bud, ReplicasHint: hint, Metrics: m,
 			Timeout: 2 * time.Second, Routes: []string{"contacts.list", "faxes.send"},

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -32,9 +31,9 @@ type fakeNow struct{ t time.Time }
 func (f *fakeNow) now() time.Time          { return f.t }
 func (f *fakeNow) advance(d time.Duration) { f.t = f.t.Add(d) }
 
-func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, *metrics.Metrics) {
+func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, *Metrics) {
 	t.Helper()
-	m := metrics.New(prometheus.NewRegistry(), "test")
+	m := NewMetrics(prometheus.NewRegistry())
 	b, ok := NewBudget(cfg, nil, clk.now, Deps{Metrics: m}, nil).(*LocalBudget)
 	if !ok {
 		t.Fatal("NewBudget did not build a local budget")

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // RateResult is one rate-limit decision, with what the RateLimit-* response
@@ -41,7 +40,7 @@ type RateLimiter interface {
 // logger and the bound on one shared decision (0: DefaultRedisRateTimeout).
 type Deps struct {
 	Redis   redis.UniversalClient
-	Metrics *metrics.Metrics
+	Metrics *Metrics
 	Logger  *zap.Logger
 	Timeout time.Duration
 }

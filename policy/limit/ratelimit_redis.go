@@ -36,7 +36,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 )
 
 // DefaultRedisRateTimeout bounds one shared decision when
@@ -103,7 +102,7 @@ type RedisRateOptions struct {
 	Timeout time.Duration
 	// Metrics receives faxgate_rate_limit_fallback_total and
 	// faxgate_rate_limit_backend_up. Default: a registry nobody scrapes.
-	Metrics *metrics.Metrics
+	Metrics *Metrics
 	// Logger is the limiter's logger. Default: none.
 	Logger *zap.Logger
 }
@@ -119,7 +118,7 @@ type RedisRateLimiter struct {
 	now     func() time.Time
 	timeout time.Duration
 	log     *zap.Logger
-	met     *metrics.Metrics
+	met     *Metrics
 
 	limits map[string]*sharedLimit // by caller name; read-only after construction
 	mu     sync.Mutex              // guards extra
@@ -151,7 +150,7 @@ func NewRedisRateLimiter(o RedisRateOptions) *RedisRateLimiter {
 		o.Timeout = DefaultRedisRateTimeout
 	}
 	if o.Metrics == nil {
-		o.Metrics = metrics.New(prometheus.NewRegistry(), "")
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

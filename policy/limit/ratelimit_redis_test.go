@@ -22,7 +22,6 @@ import (
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
@@ -54,7 +53,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 type limiterEnv struct {
 	lim    *limit.RedisRateLimiter
 	client redis.UniversalClient
-	met    *metrics.Metrics
+	met    *limit.Metrics
 	reg    *prometheus.Registry
 	logs   *observer.ObservedLogs
 	cmds   *countingHook
@@ -64,7 +63,7 @@ func newLimiter(t testing.TB, addr string, o limit.RedisRateOptions) *limiterEnv
 	t.Helper()
 	e := &limiterEnv{client: redisClient(t, addr), reg: prometheus.NewPedanticRegistry(), cmds: &countingHook{}}
 	e.client.AddHook(e.cmds)
-	e.met = metrics.New(e.reg, "test")
+	e.met = limit.NewMetrics(e.reg)
 	core, logs := observer.New(zapcore.InfoLevel)
 	e.logs = logs
 	o.Client, o.Metrics, o.Logger = e.client, e.met, zap.New(core)
@@ -427,7 +426,7 @@ faxgate_rate_limit_fallback_total{caller="a"} 8
 // callers' fallback counters at 0 from the start.
 func TestRedisMetricsAbsentUntilUsed(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m := metrics.New(reg, "test")
+	m := limit.NewMetrics(reg)
 	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_backend_up", "faxgate_rate_limit_fallback_total"); err != nil || n != 0 {
 		t.Errorf("%d series before any Redis limiter (err %v), want 0", n, err)
 	}
@@ -513,7 +512,7 @@ func TestRedisCanceledRequestIsNotAnOutage(t *testing.T) {
 func TestNewRateLimiterBackend(t *testing.T) {
 	r := redistest.Start(t)
 	client := redisClient(t, r.Addr)
-	met := metrics.New(prometheus.NewRegistry(), "test")
+	met := limit.NewMetrics(prometheus.NewRegistry())
 	shared := limit.Deps{Redis: client, Metrics: met, Logger: zap.NewNop()}
 	for _, tc := range []struct {
 		backend string

@@ -181,7 +181,7 @@ func TestACMEObtainsFromPebble(t *testing.T) {
 	if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "localhost" {
 		t.Errorf("served certificate names %v", leaf.DNSNames)
 	}
-	if got := testutil.ToFloat64(a.g.Metrics.TLSCertExpiry.WithLabelValues("localhost")); got != float64(leaf.NotAfter.Unix()) {
+	if got := testutil.ToFloat64(a.g.Metrics.TLS.CertExpiry.WithLabelValues("localhost")); got != float64(leaf.NotAfter.Unix()) {
 		t.Errorf("expiry metric = %v, want %d", got, leaf.NotAfter.Unix())
 	}
 	if logs := a.logs.String(); strings.Contains(logs, "-----BEGIN") || strings.Contains(logs, "PRIVATE KEY") {
@@ -247,14 +247,14 @@ func TestACMENotReadyWhileTheCAIsUnreachable(t *testing.T) {
 	}
 	// The failed order is counted too, for alerts: certmagic emits its
 	// event just after the log line.
-	failures := a.g.Metrics.TLSACMEFailures.WithLabelValues("localhost", "obtain")
+	failures := a.g.Metrics.TLS.ACMEFailures.WithLabelValues("localhost", "obtain")
 	for testutil.ToFloat64(failures) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("faxgate_tls_acme_failures_total{domain=\"localhost\",op=\"obtain\"} stayed 0")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := testutil.ToFloat64(a.g.Metrics.TLSACMEFailures.WithLabelValues("localhost", "renew")); n != 0 {
+	if n := testutil.ToFloat64(a.g.Metrics.TLS.ACMEFailures.WithLabelValues("localhost", "renew")); n != 0 {
 		t.Errorf("renew failures = %v, want 0", n)
 	}
 }

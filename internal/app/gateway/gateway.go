@@ -26,7 +26,6 @@ import (
 	"github.com/faxgate/faxgate/internal/certstore"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/servertls"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/limit"
 	"github.com/faxgate/faxgate/proxy"
@@ -77,8 +76,8 @@ type Gateway struct {
 	Holds *limit.Holds
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
-	// Metrics are the gateway's metrics, registered on Deps.Registry.
-	Metrics *metrics.Metrics
+	// Metrics are every part's collectors, registered on Deps.Registry.
+	Metrics *Metrics
 
 	cfg       *config.Config
 	deps      Deps
@@ -120,7 +119,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	}
 	logs := d.Logs.orNop()
 	log := logs.Logger
-	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: metrics.New(d.Registry, d.Version)}
+	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: newMetrics(d.Registry, d.Version)}
 
 	key, err := keySource(cfg.Upstream, d.Getenv)
 	if err != nil {
@@ -136,7 +135,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 
 	// One Redis connection serves the token store and the rate limiter.
 	var shared tokencache.Shared
-	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics)}
+	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics.Limits)}
 	if cfg.UsesRedis() {
 		password, err := redisPassword(cfg.Redis, d.Getenv)
 		if err != nil {
@@ -145,14 +144,14 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		if g.redis, err = redisconn.New(cfg.Redis, password); err != nil {
 			return nil, err
 		}
-		compileOpts = append(compileOpts, policy.WithRedis(g.redis, g.Metrics, log.Named("ratelimit")))
+		compileOpts = append(compileOpts, policy.WithRedis(g.redis, g.Metrics.Limits, log.Named("ratelimit")))
 		if d.RateLimitTimeout > 0 {
 			compileOpts = append(compileOpts, policy.WithRedisTimeout(d.RateLimitTimeout))
 		}
 		if cfg.Token.Store == "redis" {
 			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
 				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), OnError: func(err error) {
-					g.Metrics.TokenStoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
+					g.Metrics.Tokens.StoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
 				}})
 		}
 	}
@@ -164,7 +163,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	}
 	g.Holds = limit.NewHolds(limit.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout})
-	metrics.RegisterHolds(d.Registry, g.Holds.Each)
+	limit.RegisterHolds(d.Registry, g.Holds.Each)
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
@@ -180,7 +179,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		RefreshBefore: cfg.Token.RefreshBefore,
 		RetryMin:      cfg.Token.RetryMin,
 		RetryMax:      cfg.Token.RetryMax,
-		Metrics:       g.Metrics,
+		Metrics:       g.Metrics.Tokens,
 		Logger:        log.Named("token"),
 	})
 
@@ -204,7 +203,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 				Logger: log.Named("tls").Named("certstore"), OpTimeout: d.RedisOpTimeout})
 		}
 		g.tls, err = servertls.New(servertls.Options{TLS: cfg.Server.TLS, Clock: d.Clock, PollEvery: d.TLSPollEvery,
-			Logger: log.Named("tls"), Metrics: g.Metrics, Storage: storage})
+			Logger: log.Named("tls"), Metrics: g.Metrics.TLS, Storage: storage})
 		if err != nil {
 			g.release()
 			return nil, err
@@ -225,13 +224,13 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		UpstreamTimeout:   cfg.Upstream.Timeout,
-		Metrics:           g.Metrics,
+		Metrics:           g.Metrics.Proxy,
 		Logger:            log,
 		AccessLog:         logs.Access,
 		AuditLogger:       logs.Audit.Named("audit"),
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus)
-	metrics.RegisterReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
+	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
 	return g, nil
 }
 

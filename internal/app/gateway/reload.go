@@ -13,7 +13,6 @@ import (
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/base/filedigest"
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
 )
@@ -34,7 +33,7 @@ type reloader struct {
 	compile compileFunc
 	handler *proxy.Handler
 	level   zap.AtomicLevel
-	met     *metrics.Metrics
+	met     *Metrics
 	log     *zap.Logger
 	clock   clock.Clock
 	digest  filedigest.Digest

@@ -96,7 +96,7 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 		served = listener.WrapTLS(pln, g.tls.TLSConfig(), listener.TLSOptions{
 			HandshakeTimeout: cfg.Server.ReadHeaderTimeout,
 			OnHandshakeError: func(reason string, err error) {
-				g.Metrics.TLSHandshakeErrors.WithLabelValues(reason).Inc()
+				g.Metrics.TLS.HandshakeErrors.WithLabelValues(reason).Inc()
 				if ce := tlsLog.Check(zap.DebugLevel, "TLS handshake failed"); ce != nil {
 					ce.Write(zap.String("reason", reason), zap.String("error", err.Error()))
 				}

@@ -131,7 +131,7 @@ func handshakeErrors(t *testing.T, g *gatewaytest.Gateway, reason string, want f
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		got := testutil.ToFloat64(g.Metrics.TLSHandshakeErrors.WithLabelValues(reason))
+		got := testutil.ToFloat64(g.Metrics.TLS.HandshakeErrors.WithLabelValues(reason))
 		if got == want {
 			return
 		}

@@ -132,7 +132,7 @@ func TestFleetOneRenewalPerLifetime(t *testing.T) {
 	}
 	var adopted float64
 	for _, g := range f.gws {
-		adopted += testutil.ToFloat64(g.Metrics.TokenAdopted.WithLabelValues("redis"))
+		adopted += testutil.ToFloat64(g.Metrics.Tokens.Adopted.WithLabelValues("redis"))
 	}
 	if adopted < 4 {
 		t.Fatalf("tokens adopted from Redis = %v, want every other replica to adopt", adopted)
@@ -156,7 +156,7 @@ func TestRedisKillAndRestartUnderTraffic(t *testing.T) {
 	var storeErrors float64
 	for _, g := range f.gws {
 		for _, op := range []string{"load", "save", "lease", "delete"} {
-			storeErrors += testutil.ToFloat64(g.Metrics.TokenStoreErrors.WithLabelValues(op))
+			storeErrors += testutil.ToFloat64(g.Metrics.Tokens.StoreErrors.WithLabelValues(op))
 		}
 		if ok, why := g.Tokens.Ready(); !ok {
 			t.Fatalf("a replica is not ready after the outage: %s", why)
@@ -247,7 +247,7 @@ func TestLeaseHolderCrashCausesNoGap(t *testing.T) {
 	}
 	var busy float64
 	for _, g := range f.gws {
-		busy += testutil.ToFloat64(g.Metrics.TokenLease.WithLabelValues("busy"))
+		busy += testutil.ToFloat64(g.Metrics.Tokens.Lease.WithLabelValues("busy"))
 	}
 	if busy == 0 {
 		t.Fatal("no replica found the lease busy: the test did not exercise the crash")

@@ -182,13 +182,13 @@ func TestRedisFleetSharesOneLimit(t *testing.T) {
 	}
 	var limited float64
 	for i, g := range gws {
-		if up := testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()); up != 1 {
+		if up := testutil.ToFloat64(g.Metrics.Limits.RateLimitBackendUp.WithLabelValues()); up != 1 {
 			t.Errorf("replica %d: backend_up %v, want 1", i, up)
 		}
-		if fb := testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")); fb != 0 {
+		if fb := testutil.ToFloat64(g.Metrics.Limits.RateLimitFallback.WithLabelValues("svc")); fb != 0 {
 			t.Errorf("replica %d: %v fallbacks with Redis up", i, fb)
 		}
-		limited += testutil.ToFloat64(g.Metrics.RateLimited.WithLabelValues("svc"))
+		limited += testutil.ToFloat64(g.Metrics.Proxy.RateLimited.WithLabelValues("svc"))
 	}
 	if limited != float64(l.limited.Load()) {
 		t.Errorf("faxgate_rate_limited_total sums to %v over the fleet, callers got %d 429s", limited, l.limited.Load())
@@ -211,8 +211,8 @@ func TestRedisGatewayOutage(t *testing.T) {
 		Config: fmt.Sprintf(rateLimitedFleetConfig, rps, burst, hint), RateLimitRedisAddr: r.Addr,
 		RateLimitTimeout: 5 * time.Second})
 	gws := []*gatewaytest.Gateway{g}
-	backendUp := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitBackendUp.WithLabelValues()) }
-	fallbacks := func() float64 { return testutil.ToFloat64(g.Metrics.RateLimitFallback.WithLabelValues("svc")) }
+	backendUp := func() float64 { return testutil.ToFloat64(g.Metrics.Limits.RateLimitBackendUp.WithLabelValues()) }
+	fallbacks := func() float64 { return testutil.ToFloat64(g.Metrics.Limits.RateLimitFallback.WithLabelValues("svc")) }
 
 	l := driveAtRate(gws, 2*rps, time.Second, "30")
 	l.check(t)

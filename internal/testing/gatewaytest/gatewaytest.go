@@ -27,7 +27,6 @@ import (
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
-	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -104,7 +103,7 @@ type Gateway struct {
 	Handler  *proxy.Handler
 	Tokens   *tokencache.Manager
 	Registry *prometheus.Registry
-	Metrics  *metrics.Metrics
+	Metrics  *gateway.Metrics
 	Config   *config.Config
 	// Client talks to this gateway only; its connections close with the test.
 	Client *http.Client

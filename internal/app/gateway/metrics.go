@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faxgate/faxgate/internal/servertls"
+	"github.com/faxgate/faxgate/policy/limit"
+	"github.com/faxgate/faxgate/proxy"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// Metrics are every part's collectors, each created by the package whose
+// behaviour it counts, on the one registry of Deps.Registry; and the
+// process's own: its build and its configuration.
+type Metrics struct {
+	Proxy  *proxy.Metrics
+	Tokens *tokencache.Metrics
+	Limits *limit.Metrics
+	TLS    *servertls.Metrics
+
+	BuildInfo             *prometheus.GaugeVec   // version, goversion
+	ConfigReload          *prometheus.CounterVec // result: ok, error
+	ConfigLastReload      prometheus.Gauge
+	ConfigLastReloadOK    prometheus.Gauge // 1 after a successful load, 0 after a failed reload
+	ConfigRestartRequired prometheus.Gauge
+}
+
+// newMetrics creates every collector and registers it on reg.
+func newMetrics(reg prometheus.Registerer, version string) *Metrics {
+	m := &Metrics{
+		Proxy:  proxy.NewMetrics(reg),
+		Tokens: tokencache.NewMetrics(reg),
+		Limits: limit.NewMetrics(reg),
+		TLS:    servertls.NewMetrics(reg),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_build_info",
+			Help: "Always 1; labels carry the faxgate version and the Go version it was built with.",
+		}, []string{"version", "goversion"}),
+		ConfigReload: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_config_reload_total",
+			Help: "Configuration reloads (SIGHUP or file change), by result (ok, error).",
+		}, []string{"result"}),
+		ConfigLastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load (start-up or reload).",
+		}),
+		ConfigLastReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_last_reload_successful",
+			Help: "1 when the last configuration load (start-up or reload) succeeded, 0 while the file on disk has failed to load since.",
+		}),
+		ConfigRestartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_config_restart_required",
+			Help: "1 when the file on disk changes settings that only a restart applies (listen addresses, upstream, token store ...).",
+		}),
+	}
+	reg.MustRegister(m.BuildInfo, m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired)
+	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	for _, r := range []string{"ok", "error"} {
+		m.ConfigReload.WithLabelValues(r) // present at 0 for rate() and alerts
+	}
+	return m
+}
+
+// registerReady exports faxgate_ready: 1 while /readyz would answer 200, 0
+// otherwise, read at scrape time from ready (which must not block). It lets
+// an alert tell "up but not ready" from "down".
+func registerReady(reg prometheus.Registerer, ready func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "faxgate_ready",
+		Help: "1 while the gateway is ready (GET /readyz answers 200: config loaded, a valid token held, a certificate in hand with TLS, not draining), else 0.",
+	}, func() float64 {
+		if ready() {
+			return 1
+		}
+		return 0
+	}))
+}

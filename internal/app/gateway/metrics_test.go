@@ -1,0 +1,120 @@
+package gateway_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+)
+
+// documentedMetrics is the table of docs/metrics-and-alerts.md, with each
+// metric's type and labels. Every row must be registered by gateway.New: a
+// metric that dashboards and alerts name is never optional.
+var documentedMetrics = []struct {
+	name   string
+	typ    string // dto.MetricType name
+	labels []string
+}{
+	{"faxgate_requests_total", "COUNTER", []string{"caller", "code", "method", "route"}},
+	{"faxgate_request_duration_seconds", "HISTOGRAM", []string{"caller", "route"}},
+	{"faxgate_upstream_duration_seconds", "HISTOGRAM", []string{"route"}},
+	{"faxgate_denied_total", "COUNTER", []string{"caller", "reason", "route"}},
+	{"faxgate_rate_limited_total", "COUNTER", []string{"caller"}},
+	{"faxgate_token_refresh_total", "COUNTER", []string{"result"}},
+	{"faxgate_token_expiry_timestamp_seconds", "GAUGE", nil},
+	{"faxgate_upstream_401_retries_total", "COUNTER", []string{"route"}},
+	{"faxgate_token_store_errors_total", "COUNTER", []string{"op"}},
+	{"faxgate_inflight_requests", "GAUGE", nil},
+	{"faxgate_build_info", "GAUGE", []string{"goversion", "version"}},
+	{"faxgate_config_reload_total", "COUNTER", []string{"result"}},
+	{"faxgate_config_last_reload_success_timestamp_seconds", "GAUGE", nil},
+	{"faxgate_tls_certificate_expiry_timestamp_seconds", "GAUGE", []string{"domain"}},
+	{"faxgate_tls_handshake_errors_total", "COUNTER", []string{"reason"}},
+	{"faxgate_upstream_throttled_total", "COUNTER", []string{"route"}},
+	{"faxgate_upstream_hold_seconds", "GAUGE", []string{"route"}},
+	{"faxgate_upstream_ratelimit_remaining", "GAUGE", []string{"route"}},
+	{"faxgate_upstream_budget_used_ratio", "GAUGE", []string{"limit", "route"}},
+	{"faxgate_upstream_budget_refused_total", "COUNTER", []string{"caller", "limit"}},
+	{"faxgate_ready", "GAUGE", nil},
+	{"faxgate_config_last_reload_successful", "GAUGE", nil},
+}
+
+// TestMetricsMatchTheDocs: every documented metric is registered on the
+// registry gateway.New builds, whichever package owns it, with the type and
+// the label names docs/metrics-and-alerts.md gives it, and has help text.
+func TestMetricsMatchTheDocs(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
+callers:
+  list:
+    - name: intake
+      cidrs: ["127.0.0.0/8"]
+      allow: ["*"]
+`})
+	// Use every vector once so that it shows up in a scrape.
+	m := g.Metrics
+	m.Proxy.Requests.WithLabelValues("intake", "contacts.list", "POST", "200").Inc()
+	m.Proxy.RequestDuration.WithLabelValues("intake", "contacts.list").Observe(0.01)
+	m.Proxy.UpstreamDuration.WithLabelValues("contacts.list").Observe(0.01)
+	m.Proxy.Denied.WithLabelValues("intake", "numbers.delete", "forbidden").Inc()
+	m.Proxy.RateLimited.WithLabelValues("intake").Inc()
+	m.Proxy.Upstream401Retries.WithLabelValues("contacts.create").Inc()
+	m.Proxy.UpstreamThrottled.WithLabelValues("contacts.list").Inc()
+	m.Proxy.UpstreamRateLimitRemaining.WithLabelValues("contacts.list").Set(12)
+	m.Proxy.BudgetRefused.WithLabelValues("intake", "tenant").Inc()
+	m.Tokens.StoreErrors.WithLabelValues("load").Inc()
+	m.Limits.BudgetUsedRatio.WithLabelValues("tenant", "").Set(0.5)
+	m.TLS.CertExpiry.WithLabelValues("faxgate.example").Set(1)
+	m.TLS.HandshakeErrors.WithLabelValues("protocol").Inc()
+	g.Gateway.Holds.Hold("contacts.list", 3*time.Second)
+
+	mfs, err := g.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for i, mf := range mfs {
+		got[mf.GetName()] = i
+	}
+	for _, want := range documentedMetrics {
+		t.Run(want.name, func(t *testing.T) {
+			i, ok := got[want.name]
+			if !ok {
+				t.Fatal("not registered by gateway.New")
+			}
+			mf := mfs[i]
+			if typ := mf.GetType().String(); typ != want.typ {
+				t.Errorf("type = %s, want %s", typ, want.typ)
+			}
+			if strings.TrimSpace(mf.GetHelp()) == "" {
+				t.Error("no help text")
+			}
+			for _, s := range mf.GetMetric() {
+				var names []string
+				for _, lp := range s.GetLabel() {
+					names = append(names, lp.GetName())
+				}
+				if !slices.Equal(names, want.labels) { // Gather sorts label pairs by name
+					t.Errorf("labels = %v, want %v", names, want.labels)
+				}
+			}
+		})
+	}
+	// Others may be registered too: under the prefix, and linted below
+	// (promhttp counts the errors of the /metrics handler itself).
+	for name := range got {
+		if !strings.HasPrefix(name, "faxgate_") && !strings.HasPrefix(name, "promhttp_") {
+			t.Errorf("%s is registered without the faxgate_ prefix", name)
+		}
+	}
+	problems, err := testutil.GatherAndLint(g.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}

@@ -1,0 +1,60 @@
+package limit
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the shared limits' collectors (docs/metrics-and-alerts.md).
+type Metrics struct {
+	// RateLimitFallback counts decisions made locally while Redis failed; caller.
+	RateLimitFallback *prometheus.CounterVec
+	// RateLimitBackendUp has no labels; it is a vector so that it has no
+	// series (rather than a misleading 0) until a Redis limiter decides.
+	RateLimitBackendUp *prometheus.GaugeVec
+	BudgetUsedRatio    *prometheus.GaugeVec // limit, route ("" for tenant scope)
+	BudgetFallback     prometheus.Counter   // decisions made locally while Redis was unreachable
+}
+
+// NewMetrics creates the shared limits' collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		RateLimitFallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_rate_limit_fallback_total",
+			Help: "Rate-limit decisions made locally at rps / replicas_hint because Redis was unreachable or slow (rate_limit.backend: redis), by caller.",
+		}, []string{"caller"}),
+		RateLimitBackendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_rate_limit_backend_up",
+			Help: "1 while this replica's rate limits are decided in Redis, 0 while it limits locally because Redis is unreachable; absent with rate_limit.backend: local.",
+		}, nil),
+		BudgetUsedRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_used_ratio",
+			Help: "Used fraction of an upstream_budget limit's sliding window as of its last decision, by limit and route (\"\" for tenant scope).",
+		}, []string{"limit", "route"}),
+		BudgetFallback: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "faxgate_upstream_budget_fallback_total",
+			Help: "Upstream budget decisions made locally (requests / replicas_hint) because Redis was unreachable or slow.",
+		}),
+	}
+	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetFallback)
+	return m
+}
+
+// RegisterHolds exports faxgate_upstream_hold_seconds{route}: the time left
+// on each route's Retry-After hold, read at scrape time from each, which
+// calls yield for every route held at least once (0 once its hold ended).
+func RegisterHolds(reg prometheus.Registerer, each func(yield func(route string, left float64))) {
+	reg.MustRegister(&holdCollector{each: each, desc: prometheus.NewDesc("faxgate_upstream_hold_seconds",
+		"Seconds left on the Retry-After hold of a route after an upstream 429 (0 when none); present from a route's first hold on.",
+		[]string{"route"}, nil)})
+}
+
+type holdCollector struct {
+	desc *prometheus.Desc
+	each func(yield func(route string, left float64))
+}
+
+func (c *holdCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *holdCollector) Collect(ch chan<- prometheus.Metric) {
+	c.each(func(route string, left float64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, left, route)
+	})
+}
