@@ -42,4 +42,3 @@ func TestCode(t *testing.T) {
 		t.Errorf("Code allocates %v times per call, want 0 (it is on every request)", n)
 	}
 }
-
