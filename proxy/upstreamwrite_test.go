@@ -207,76 +207,46 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 	}
 }
 
-// TestLargeBodyGoesUpstreamInLargeWrites: a large body goes upstream in
-// writes of up to uploadBufSize, not net/http's 32 KiB; with every upload
-// buffer taken it still arrives whole, in 32 KiB writes.
-func TestLargeBodyGoesUpstreamInLargeWrites(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		buffers int64
-		large   bool
-	}{
-		{"with a buffer", 1, true},
-		{"every buffer in use", 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var wl writeLog
-			tr := &http.Transport{DisableCompression: true, DialContext: uploadDialer(wl.dial, newUploadBuffers(tc.buffers))}
-			addr, sim := startGatewayWith(t, tr)
-			head := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"`
-			body := head + strings.Repeat("B", 1<<20-len(head)-2) + `"}`
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			// One write, so the gateway finds much of the body waiting in each read.
-			if _, err := c.Write([]byte("POST /v1/contacts/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-				strconv.Itoa(len(body)) + "\r\n\r\n" + body)); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			reqs := sim.Requests()
-			if got := reqs[len(reqs)-1].BodySize; got != int64(len(body)) {
-				t.Fatalf("the upstream got %d bytes, want the %d sent", got, len(body))
-			}
-			ws := wl.requestWrites("POST /v1/contacts/create ")
-			if !bytes.HasSuffix(bytes.Join(ws, nil), []byte(body)) {
-				t.Fatal("the bytes written upstream do not end with the body")
-			}
-			largest := 0
-			for _, w := range ws {
-				largest = max(largest, len(w))
-			}
-			if tc.large && largest <= 32<<10 {
-				t.Fatalf("%d writes, the largest %d bytes: want writes over net/http's 32 KiB", len(ws), largest)
-			}
-			if !tc.large && largest > 32<<10 {
-				t.Fatalf("a write of %d bytes without an upload buffer", largest)
-			}
-		})
+// TestLargeBodyGoesUpstreamWhole: a 1 MiB body arrives upstream whole, in
+// net/http's own 32 KiB writes. (Larger writes were measured and dropped:
+// they saved the gateway's core about 34 µs a 1 MiB upload but cost the
+// sender as much, and brought four times the zero-window advertisements;
+// docs/performance.md.)
+func TestLargeBodyGoesUpstreamWhole(t *testing.T) {
+	var wl writeLog
+	tr := &http.Transport{DisableCompression: true, DialContext: wl.dial}
+	addr, sim := startGatewayWith(t, tr)
+	head := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"`
+	body := head + strings.Repeat("B", 1<<20-len(head)-2) + `"}`
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestUploadBuffersCap(t *testing.T) {
-	b := newUploadBuffers(2)
-	x, y := b.get(), b.get()
-	if x == nil || y == nil {
-		t.Fatal("a buffer under the cap was refused")
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("POST /v1/contacts/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)); err != nil {
+		t.Fatal(err)
 	}
-	if b.get() != nil {
-		t.Fatal("a third buffer was handed out over a cap of 2")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b.put(x)
-	if z := b.get(); z == nil {
-		t.Fatal("a returned buffer was not handed out again")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	reqs := sim.Requests()
+	if got := reqs[len(reqs)-1].BodySize; got != int64(len(body)) {
+		t.Fatalf("the upstream got %d bytes, want the %d sent", got, len(body))
+	}
+	ws := wl.requestWrites("POST /v1/contacts/create ")
+	if !bytes.HasSuffix(bytes.Join(ws, nil), []byte(body)) {
+		t.Fatal("the bytes written upstream do not end with the body")
+	}
+	for _, w := range ws {
+		if len(w) > 32<<10 {
+			t.Fatalf("a write of %d bytes: want net/http's copy of at most 32 KiB", len(w))
+		}
 	}
 }
