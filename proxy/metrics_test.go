@@ -28,4 +28,3 @@ func TestHistogramsCoverMillisecondsToTheUpstreamTimeout(t *testing.T) {
 		}
 	}
 }
-
