@@ -105,18 +105,28 @@ func TestSameListenerAgreesWithTheKernel(t *testing.T) {
 			continue
 		}
 		t.Run(tc.a+" "+tc.b, func(t *testing.T) {
-			first, err := net.Listen("tcp", net.JoinHostPort(ah, "0"))
-			if err != nil {
-				t.Skipf("cannot listen on %s here: %v", ah, err)
-			}
-			defer first.Close()
-			port := strconv.Itoa(first.Addr().(*net.TCPAddr).Port)
-			second, err := net.Listen("tcp", net.JoinHostPort(bh, port))
-			conflict := errors.Is(err, syscall.EADDRINUSE)
-			if err == nil {
-				second.Close()
-			} else if !conflict {
-				t.Skipf("cannot listen on %s here: %v", bh, err)
+			// A pair that must not conflict is tried on up to five ports:
+			// another process may hold the second address's port by chance
+			// (tests run beside each other), never on five in a row.
+			var conflict bool
+			var port string
+			for range 5 {
+				first, err := net.Listen("tcp", net.JoinHostPort(ah, "0"))
+				if err != nil {
+					t.Skipf("cannot listen on %s here: %v", ah, err)
+				}
+				port = strconv.Itoa(first.Addr().(*net.TCPAddr).Port)
+				second, err := net.Listen("tcp", net.JoinHostPort(bh, port))
+				conflict = errors.Is(err, syscall.EADDRINUSE)
+				first.Close()
+				if err == nil {
+					second.Close()
+				} else if !conflict {
+					t.Skipf("cannot listen on %s here: %v", bh, err)
+				}
+				if conflict == tc.want {
+					break
+				}
 			}
 			checked++
 			if conflict != tc.want {
