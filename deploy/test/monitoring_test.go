@@ -306,12 +306,25 @@ callers:
 		}
 	}
 	desc := regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
-	m := reflect.ValueOf(g.Metrics).Elem()
-	for i := 0; i < m.NumField(); i++ {
-		c, ok := m.Field(i).Interface().(prometheus.Collector)
-		if !ok {
-			continue
+	// The gateway's Metrics holds its own collectors and, one level down,
+	// each part's (proxy, tokencache, policy/limit, servertls).
+	var collectors []prometheus.Collector
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if !f.CanInterface() {
+				continue
+			}
+			if c, ok := f.Interface().(prometheus.Collector); ok {
+				collectors = append(collectors, c)
+			} else if f.Kind() == reflect.Pointer && !f.IsNil() && f.Elem().Kind() == reflect.Struct {
+				walk(f.Elem())
+			}
 		}
+	}
+	walk(reflect.ValueOf(g.Metrics).Elem())
+	for _, c := range collectors {
 		ch := make(chan *prometheus.Desc, 4)
 		go func() { c.Describe(ch); close(ch) }()
 		for d := range ch {
