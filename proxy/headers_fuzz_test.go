@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy/routetable"
 )
 
@@ -31,7 +32,7 @@ func FuzzOutgoingHeader(f *testing.F) {
 	f.Add("X-Caller", "Authorization", "")
 	f.Add("X-Caller", "X_Http_Method_Override", "")
 	f.Fuzz(func(t *testing.T, configured, sent, connection string) {
-		if !validToken(configured) || !validToken(sent) {
+		if !ascii.IsToken(configured) || !ascii.IsToken(sent) {
 			return
 		}
 		in := http.Header{}
@@ -58,18 +59,4 @@ func FuzzOutgoingHeader(f *testing.F) {
 			}
 		}
 	})
-}
-
-// validToken: a header name a server accepts (RFC 9110 token).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy/routetable"
 )
 
@@ -45,7 +46,7 @@ func (v *validator) validateCallers(c Callers, extra []Route, mtls bool) {
 	switch canon := routetable.FoldedHeaderName(c.IdentityHeader); {
 	case c.IdentityHeader == "":
 		v.add(hp, "required")
-	case !validHeaderName(c.IdentityHeader):
+	case !ascii.IsToken(c.IdentityHeader):
 		v.add(hp, "invalid header name %s", v.q(hp, c.IdentityHeader))
 	case reservedHeaders[canon] || strings.HasPrefix(canon, routetable.StrippedRequestPrefix):
 		v.add(hp, "%s cannot be used: the gateway strips or sets it itself", v.q(hp, c.IdentityHeader))
@@ -207,20 +208,6 @@ func (v *validator) cidr(path, s string) string {
 		}
 	}
 	return ""
-}
-
-// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderValue reports whether s can arrive as a header value unchanged:

@@ -3,6 +3,8 @@ package routetable
 import (
 	"strconv"
 	"strings"
+
+	"github.com/faxgate/faxgate/internal/base/ascii"
 )
 
 // Overlap is how the path pattern of a route relates to the path pattern
@@ -60,7 +62,7 @@ func OverlapOf(sensitive, other string) Overlap {
 		switch {
 		case ap && bp:
 		case !ap && !bp:
-			if !equalFold(a, b) {
+			if !ascii.EqualFold(a, b) {
 				return Apart
 			}
 		case !differ:
@@ -96,26 +98,4 @@ func (o Overlap) String() string {
 		return "ReachesBelow"
 	}
 	return "Overlap(" + strconv.Itoa(int(o)) + ")"
-}
-
-// equalFold reports whether a and b are equal ignoring ASCII letter case
-// (route paths are ASCII: Unicode folding would let the Kelvin sign match
-// "k").
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }

@@ -54,14 +54,7 @@ func newReloader(g *Gateway, path string) *reloader {
 // SIGHUP would silently stop working.
 func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
 	background.Loop(ctx, rl.log, "config_reload", func(ctx context.Context) bool {
-		t := rl.clock.NewTimer(interval)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C():
-			return true
-		}
+		return clock.Sleep(ctx, rl.clock, interval)
 	}, func(ctx context.Context) { rl.poll(ctx, hup, interval) })
 }
 

@@ -2,6 +2,8 @@
 // input needs, where Unicode-aware functions would be wrong.
 package ascii
 
+import "strings"
+
 // EqualFold reports whether a and b are equal under ASCII case folding only.
 // strings.EqualFold and bytes.EqualFold also fold Unicode ("ſ" matches "s",
 // "K" (Kelvin) matches "k"), which would let a request smuggle a name the
@@ -23,4 +25,22 @@ func EqualFold[A, B ~string | ~[]byte](a A, b B) bool {
 		}
 	}
 	return true
+}
+
+// IsToken reports whether s is an RFC 9110 token: a valid HTTP field name
+// or method.
+func IsToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }

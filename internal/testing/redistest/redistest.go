@@ -292,6 +292,11 @@ func ping(addr string) bool {
 	if err != nil {
 		return false
 	}
+	return pingOn(c)
+}
+
+// pingOn sends PING on c, closes it, and reports whether the server serves.
+func pingOn(c net.Conn) bool {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
