@@ -10,7 +10,7 @@ import (
 
 // authBelowPaths are spellings of paths below the token endpoint: the
 // vendor's undocumented token operations may live there, so none of them
-// may ever reach it with the gateway's token (README: Security model).
+// may ever reach it with the gateway's token (docs/security.md).
 var authBelowPaths = []string{
 	"/v1/auth/x",
 	"/v1/auth/revoke",

@@ -11,8 +11,8 @@ import (
 )
 
 // CheckConfirmHeaders enforces, on a route in policy.confirm, that the
-// upstream reads the body as the JSON the gateway checked (README: Security
-// model): exactly one Content-Type, application/json; no Content-Encoding,
+// upstream reads the body as the JSON the gateway checked (docs/security.md):
+// exactly one Content-Type, application/json; no Content-Encoding,
 // since the gateway checks the raw bytes and an upstream that decompresses
 // would read others; and no Connection header naming either, since the
 // forward drops every header Connection names and the upstream would then

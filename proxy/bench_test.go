@@ -26,7 +26,7 @@ import (
 // The benchmarks compare one request through the full gateway handler with
 // the same request through a bare httputil.ReverseProxy that sets the same
 // Authorization header, both to the same in-process upstream. `make bench`
-// runs them side by side; the README's Performance section records the ratio.
+// runs them side by side; docs/performance.md records the ratio.
 
 const benchBody = `{"first_name":"Ada","last_name":"Lovelace","type":"individual","is_organization":false}`
 
@@ -232,9 +232,9 @@ func TestScaleConfigCompilesFast(t *testing.T) {
 // 85 when set: 126 and 105 before issue 11, 116 and 100 before the
 // upstream context of deadline.go, 113 and 97 before the forward of
 // forward.go replaced ReverseProxy. A small POST body is read first, which
-// costs allocations and saves a write(2) to the upstream (README,
-// Performance). A change that adds allocations to the hot path fails here;
-// make test runs it without the race detector.
+// costs allocations and saves a write(2) to the upstream
+// (docs/performance.md). A change that adds allocations to the hot path
+// fails here; make test runs it without the race detector.
 var allocBudget = map[string]float64{"POST_contacts_create": 103, "GET_field_rule": 88}
 
 // TestAllocsPerRequest guards the hot path's allocations. make test and make

@@ -101,7 +101,7 @@ def var(name, label):
 
 
 dash = {
-    "uid": "faxgate", "title": "faxgate", "description": "faxgate: traffic, denials, latency, token, upstream budget, Redis, config and TLS (README: Dashboards and alerts).",
+    "uid": "faxgate", "title": "faxgate", "description": "faxgate: traffic, denials, latency, token, upstream budget, Redis, config and TLS (docs/metrics-and-alerts.md).",
     "tags": ["faxgate"], "timezone": "utc", "editable": True, "graphTooltip": 1,
     "schemaVersion": 39, "version": 1, "refresh": "30s",
     "time": {"from": "now-6h", "to": "now"},

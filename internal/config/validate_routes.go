@@ -60,7 +60,7 @@ func (v *validator) validateRoutes(r Routes) {
 			v.add(pp, "%s is owned by the gateway", v.q(pp, e.Path))
 		case belowAuth(e.Path):
 			// The proxy refuses every request there with 403 auth_managed
-			// (README: Security model), so such a route could never be
+			// (docs/security.md), so such a route could never be
 			// reached: refusing it tells the operator now, not a caller later.
 			v.add(pp, "%s is below /v1/auth, which is owned by the gateway", v.q(pp, e.Path))
 		case repeatedParam(e.Path):

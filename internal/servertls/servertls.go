@@ -173,7 +173,7 @@ func (s *Server) TLSConfig() *tls.Config {
 		// expired certificate would go unnoticed until the address changed.
 		// Envoy without require_client_certificate also fails such a
 		// handshake; nginx's ssl_verify_client optional answers it with 400
-		// (README: mTLS with SPIFFE IDs).
+		// (docs/tls.md).
 		c.ClientAuth = tls.VerifyClientCertIfGiven
 		if s.o.TLS.ClientAuth == "require" {
 			c.ClientAuth = tls.RequireAndVerifyClientCert

@@ -51,7 +51,7 @@ func admitN(b Budget, caller, route string, n int) (admitted int, last BudgetDec
 	return admitted, last
 }
 
-// TestBudgetReserveIsKeptAndTheRestIsWorkConserving is the README's worked
+// TestBudgetReserveIsKeptAndTheRestIsWorkConserving is docs/upstream-budget.md's worked
 // example: 10 per minute, intake reserves 0.4. batch alone gets the 6
 // unreserved; intake still gets its 4; neither gets more.
 func TestBudgetReserveIsKeptAndTheRestIsWorkConserving(t *testing.T) {

@@ -114,8 +114,8 @@ func (t *Table) resolve(method, requestURI string) (Target, *Error) {
 // its trailing slash) lies below the token endpoint: "auth" in any letter
 // case, then at least one more segment.
 //
-// The subtree is the gateway's, like /v1/auth itself (README: Security
-// model): the vendor may serve undocumented token operations there (revoke,
+// The subtree is the gateway's, like /v1/auth itself (docs/security.md):
+// the vendor may serve undocumented token operations there (revoke,
 // refresh, introspect), and forwarding one as "unmatched", or through an
 // extra route with a parameter where "auth" stands (/v1/{a}/{b}), would let
 // every caller act on the tenant's credentials with the gateway's token. It

@@ -46,7 +46,7 @@ const logBufferSize = 256 << 10
 // flushEvery apart, or when 256 KiB have gathered, or on Sync: one write(2)
 // for many lines instead of one each, and a crash loses at most flushEvery
 // of them. A line at warn or above is written, after every line buffered
-// before it, before the call that logs it returns (README: Logs): the
+// before it, before the call that logs it returns (docs/logs.md): the
 // reason a process is failing must survive its being killed. Audit lines
 // are never buffered: each is written before the request's answer is
 // complete.

@@ -29,7 +29,7 @@ func inOrder(s string, want ...string) bool {
 // outlives, an info line waits in the buffer; a warn or error line is in the
 // sink when its call returns, after the lines buffered before it (the
 // access writer's among them), in order. A process killed right after
-// logging a warning must not lose it (README: Logs).
+// logging a warning must not lose it (docs/logs.md).
 func TestWarnIsWrittenBeforeItsCallReturns(t *testing.T) {
 	for _, format := range []string{"json", "console"} {
 		t.Run(format, func(t *testing.T) {

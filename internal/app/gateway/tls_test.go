@@ -297,7 +297,7 @@ callers:
 
 // TestMTLSOptionalRefusesInvalidCertificates pins what client_auth:
 // optional means when a client presents a certificate that fails
-// verification (README: mTLS with SPIFFE IDs): the handshake fails, over h2 and
+// verification (docs/tls.md): the handshake fails, over h2 and
 // HTTP/1.1, and is counted as bad_client_cert. The client is never served
 // under the identity it would have had without a certificate (its
 // address here): a foreign, expired or wrongly issued certificate is an

@@ -196,7 +196,7 @@ func TestFleetHoldsAfterOneUpstream429(t *testing.T) {
 // fallback is counted, and after a restart the fleet shares again. Local
 // windows start empty, so across the outage's first window the fleet may
 // admit up to the limit on top of what the shared window held: with the
-// budget set a little under the vendor's limit (here 20 of 25, as the README
+// budget set a little under the vendor's limit (here 20 of 25, as docs/upstream-budget.md
 // advises) the vendor never has to refuse.
 func TestFleetBudgetThroughARedisOutage(t *testing.T) {
 	r := redistest.Start(t)
