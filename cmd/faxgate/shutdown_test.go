@@ -63,7 +63,7 @@ func fire(t *testing.T, g *gateway, up *upstream, n int) <-chan result {
 	return results
 }
 
-// TestGracefulShutdown is the drain docs/logs.md promises: on SIGTERM
+// TestGracefulShutdown is the drain docs/deployment.md promises: on SIGTERM
 // readiness goes false at once, the listener stops accepting, every in-flight
 // request finishes, and the process exits 0.
 func TestGracefulShutdown(t *testing.T) {

@@ -37,7 +37,7 @@ type RunOptions struct {
 
 // Run binds server.listen and admin.listen, starts the background loops
 // (token renewal, key-file watcher, config reloader) and serves until ctx
-// ends, then drains (docs/logs.md): /readyz turns 503 at once, no new
+// ends, then drains (docs/deployment.md, Shutdown): /readyz turns 503 at once, no new
 // connection is accepted, and requests in flight get server.shutdown_timeout
 // to finish. It returns nil after a clean drain, and an error when a
 // listener fails or the drain budget ran out. Run is called once.
