@@ -5,8 +5,9 @@
 // that keeps sensitive paths from being shadowed, and the request headers
 // the gateway strips. Each exists once, here.
 //
-// It imports nothing but the standard library, so that every package of
-// the module may import it (docs/architecture.md: layer 0).
+// It imports nothing above the base (the standard library and
+// internal/base/ascii), so that every package of the module may import it
+// (docs/architecture.md: the base layer).
 package routetable
 
 // Route is a named upstream route: its name, method and path pattern.
