@@ -20,39 +20,36 @@ func TestPprofRecordsBlockingAndContention(t *testing.T) {
 	if got := runtime.SetMutexProfileFraction(-1); got != 100 {
 		t.Fatalf("mutex profile fraction %d while serving, want 100", got)
 	}
-	// Some blocking (a 20 ms wait on a lock) and contention (two
-	// goroutines taking one lock in turn, far more than the one event in
-	// 100 that is sampled).
-	var mu sync.Mutex
-	mu.Lock()
-	done := make(chan struct{})
-	go func() { mu.Lock(); mu.Unlock(); close(done) }()
-	time.Sleep(20 * time.Millisecond)
-	mu.Unlock()
-	<-done
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 20000 {
-				mu.Lock()
-				runtime.Gosched()
-				mu.Unlock()
-			}
-		}()
+	// Some blocking: a 20 ms wait on a channel, always recorded at a rate
+	// of one event per 100 µs blocked.
+	ready := make(chan struct{})
+	go func() { time.Sleep(20 * time.Millisecond); close(ready) }()
+	<-ready
+	if body := profile(t, g, "block"); !strings.Contains(body, "TestPprofRecordsBlockingAndContention") {
+		t.Errorf("/debug/pprof/block has no event of this test:\n%.600s", body)
 	}
-	wg.Wait()
-	for _, name := range []string{"block", "mutex"} {
-		resp, err := http.Get(g.AdminURL + "/debug/pprof/" + name + "?debug=1")
-		if err != nil {
-			t.Fatal(err)
+	// Contention: two goroutines taking one lock in turn, in rounds until
+	// a sampled event shows (one in 100 is; a round makes thousands).
+	var mu sync.Mutex
+	var body string
+	for round := 0; round < 20 && !strings.Contains(body, "TestPprofRecordsBlockingAndContention"); round++ {
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5000 {
+					mu.Lock()
+					runtime.Gosched()
+					mu.Unlock()
+				}
+			}()
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), "TestPprofRecordsBlockingAndContention") {
-			t.Errorf("/debug/pprof/%s: %d, no event of this test in:\n%.600s", name, resp.StatusCode, body)
-		}
+		wg.Wait()
+		body = profile(t, g, "mutex")
+	}
+	if !strings.Contains(body, "TestPprofRecordsBlockingAndContention") {
+		t.Errorf("/debug/pprof/mutex has no event of this test:\n%.600s", body)
 	}
 	if err := g.Shutdown(); err != nil {
 		t.Fatal(err)
@@ -60,4 +57,19 @@ func TestPprofRecordsBlockingAndContention(t *testing.T) {
 	if got := runtime.SetMutexProfileFraction(-1); got != 0 {
 		t.Errorf("mutex profile fraction %d after the gateway stopped, want 0 again", got)
 	}
+}
+
+// profile fetches /debug/pprof/<name>?debug=1 from g's admin listener.
+func profile(t *testing.T, g *gatewaytest.Gateway, name string) string {
+	t.Helper()
+	resp, err := http.Get(g.AdminURL + "/debug/pprof/" + name + "?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/debug/pprof/%s: %d", name, resp.StatusCode)
+	}
+	return string(b)
 }
