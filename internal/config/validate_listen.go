@@ -237,15 +237,15 @@ func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
 		}
 	}
 	port, _ = strconv.Atoi(ps)
-	if port < minPort || port > 65535 || !validHost(host) {
+	if port < minPort || port > 65535 || !validBindHost(host) {
 		return "", 0, false
 	}
 	return host, port, true
 }
 
-// validHost reports whether h is an IP address or made of the bytes of a
+// validBindHost reports whether h, the host of a listen address, is an IP address or made of the bytes of a
 // host name (letters, digits, "." and "-"); "" is valid (every address).
-func validHost(h string) bool {
+func validBindHost(h string) bool {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return true
 	}
