@@ -243,8 +243,9 @@ func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
 	return host, port, true
 }
 
-// validBindHost reports whether h, the host of a listen address, is an IP address or made of the bytes of a
-// host name (letters, digits, "." and "-"); "" is valid (every address).
+// validBindHost reports whether h, the host of a listen address, is an IP
+// address or made of the bytes of a host name (letters, digits, "." and
+// "-"); "" is valid (every address).
 func validBindHost(h string) bool {
 	if _, err := netip.ParseAddr(h); err == nil {
 		return true
