@@ -32,7 +32,8 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// A nil e.clock (always, outside tests) is the wall clock.
-	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: e.clock, Getenv: e.getenv, Version: version})
+	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: e.clock, Getenv: e.getenv, Version: version,
+		Revision: commit})
 	if err != nil {
 		return err
 	}

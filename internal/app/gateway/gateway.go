@@ -52,6 +52,9 @@ type Deps struct {
 	Getenv func(string) (string, bool)
 	// Version is the version label of faxgate_build_info.
 	Version string
+	// Revision is its revision label: the git commit faxgate was built
+	// from (-ldflags, Makefile); "unknown" when empty.
+	Revision string
 
 	// The rest tune timings that are not configuration; zero keeps the
 	// production value. Tests shorten them so an outage is seen in
@@ -119,7 +122,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	}
 	logs := d.Logs.orNop()
 	log := logs.Logger
-	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: newMetrics(d.Registry, d.Version)}
+	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: newMetrics(d.Registry, d.Version, d.Revision)}
 
 	key, err := keySource(cfg.Upstream, d.Getenv)
 	if err != nil {

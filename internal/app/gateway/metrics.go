@@ -20,7 +20,7 @@ type Metrics struct {
 	Limits *limit.Metrics
 	TLS    *servertls.Metrics
 
-	BuildInfo             *prometheus.GaugeVec   // version, goversion
+	BuildInfo             *prometheus.GaugeVec   // version, revision, goversion
 	ConfigReload          *prometheus.CounterVec // result: ok, error
 	ConfigLastReload      prometheus.Gauge
 	ConfigLastReloadOK    prometheus.Gauge // 1 after a successful load, 0 after a failed reload
@@ -28,7 +28,10 @@ type Metrics struct {
 }
 
 // newMetrics creates every collector and registers it on reg.
-func newMetrics(reg prometheus.Registerer, version string) *Metrics {
+func newMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
+	if revision == "" {
+		revision = "unknown"
+	}
 	m := &Metrics{
 		Proxy:  proxy.NewMetrics(reg),
 		Tokens: tokencache.NewMetrics(reg),
@@ -36,8 +39,8 @@ func newMetrics(reg prometheus.Registerer, version string) *Metrics {
 		TLS:    servertls.NewMetrics(reg),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faxgate_build_info",
-			Help: "Always 1; labels carry the faxgate version and the Go version it was built with.",
-		}, []string{"version", "goversion"}),
+			Help: "Always 1; labels carry the faxgate version, the git revision it was built from and the Go version it was built with.",
+		}, []string{"version", "revision", "goversion"}),
 		ConfigReload: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faxgate_config_reload_total",
 			Help: "Configuration reloads (SIGHUP or file change), by result (ok, error).",
@@ -56,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, version string) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.BuildInfo, m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired)
-	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	for _, r := range []string{"ok", "error"} {
 		m.ConfigReload.WithLabelValues(r) // present at 0 for rate() and alerts
 	}

@@ -15,11 +15,11 @@ import (
 // request or renewal happened.
 func TestStartValues(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	newMetrics(reg, "v1.2.3")
+	newMetrics(reg, "v1.2.3", "0a1b2c3")
 	golden := `
-# HELP faxgate_build_info Always 1; labels carry the faxgate version and the Go version it was built with.
+# HELP faxgate_build_info Always 1; labels carry the faxgate version, the git revision it was built from and the Go version it was built with.
 # TYPE faxgate_build_info gauge
-faxgate_build_info{goversion="` + runtime.Version() + `",version="v1.2.3"} 1
+faxgate_build_info{goversion="` + runtime.Version() + `",revision="0a1b2c3",version="v1.2.3"} 1
 # HELP faxgate_inflight_requests Requests being served right now.
 # TYPE faxgate_inflight_requests gauge
 faxgate_inflight_requests 0
@@ -38,7 +38,8 @@ faxgate_token_refresh_total{result="ok"} 0
 		t.Fatal(err)
 	}
 	// The vectors have no series until used: a label value only ever comes
-	// from a request, never from newMetrics.
+	// from the config (proxy.Handler.SetRules, TestSeriesFromTheStart) or a
+	// request, never from newMetrics.
 	for _, name := range []string{"faxgate_requests_total", "faxgate_request_duration_seconds",
 		"faxgate_upstream_duration_seconds", "faxgate_denied_total", "faxgate_rate_limited_total",
 		"faxgate_upstream_401_retries_total"} {
@@ -52,7 +53,7 @@ faxgate_token_refresh_total{result="ok"} 0
 // their own collectors, and the default registry is never touched.
 func TestNothingGlobal(t *testing.T) {
 	a, b := prometheus.NewRegistry(), prometheus.NewRegistry()
-	ma, mb := newMetrics(a, "a"), newMetrics(b, "b")
+	ma, mb := newMetrics(a, "a", ""), newMetrics(b, "b", "")
 	ma.Proxy.Requests.WithLabelValues("x", "y", "GET", "200").Inc()
 	if n := testutil.ToFloat64(mb.Proxy.Requests.WithLabelValues("x", "y", "GET", "200")); n != 0 {
 		t.Fatalf("second instance sees the first one's count: %v", n)
@@ -65,6 +66,15 @@ func TestNothingGlobal(t *testing.T) {
 		if strings.HasPrefix(mf.GetName(), "faxgate_") {
 			t.Fatalf("%s is on the default registry", mf.GetName())
 		}
+	}
+}
+
+// TestRevisionUnknownWhenUnset: a binary built without the Makefile's
+// -ldflags still says which revision label it has.
+func TestRevisionUnknownWhenUnset(t *testing.T) {
+	m := newMetrics(prometheus.NewPedanticRegistry(), "dev", "")
+	if n := testutil.ToFloat64(m.BuildInfo.WithLabelValues("dev", "unknown", runtime.Version())); n != 1 {
+		t.Fatalf("faxgate_build_info{revision=\"unknown\"} = %v, want 1", n)
 	}
 }
 

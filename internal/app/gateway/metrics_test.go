@@ -29,7 +29,7 @@ var documentedMetrics = []struct {
 	{"faxgate_upstream_401_retries_total", "COUNTER", []string{"route"}},
 	{"faxgate_token_store_errors_total", "COUNTER", []string{"op"}},
 	{"faxgate_inflight_requests", "GAUGE", nil},
-	{"faxgate_build_info", "GAUGE", []string{"goversion", "version"}},
+	{"faxgate_build_info", "GAUGE", []string{"goversion", "revision", "version"}},
 	{"faxgate_config_reload_total", "COUNTER", []string{"result"}},
 	{"faxgate_config_last_reload_success_timestamp_seconds", "GAUGE", nil},
 	{"faxgate_tls_certificate_expiry_timestamp_seconds", "GAUGE", []string{"domain"}},
