@@ -21,6 +21,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -102,6 +103,16 @@ func objects(t *testing.T, rendered string) []object {
 	return objs
 }
 
+// findNamed is the object of a kind with a name, or nil.
+func findNamed(objs []object, kind, name string) *object {
+	for i := range objs {
+		if objs[i].Kind == kind && objs[i].Metadata.Name == name {
+			return &objs[i]
+		}
+	}
+	return nil
+}
+
 func find(objs []object, kind string) *object {
 	for i := range objs {
 		if objs[i].Kind == kind {
@@ -128,12 +139,25 @@ type serviceMonitor struct {
 		} `json:"namespaceSelector"`
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
-			Port          string `json:"port"`
-			Path          string `json:"path"`
-			Interval      string `json:"interval"`
-			ScrapeTimeout string `json:"scrapeTimeout"`
+			Port              string          `json:"port"`
+			Path              string          `json:"path"`
+			Interval          string          `json:"interval"`
+			ScrapeTimeout     string          `json:"scrapeTimeout"`
+			Relabelings       []relabelConfig `json:"relabelings"`
+			MetricRelabelings []relabelConfig `json:"metricRelabelings"`
 		} `json:"endpoints"`
 	} `json:"spec"`
+}
+
+// relabelConfig is prometheus-operator's RelabelConfig.
+type relabelConfig struct {
+	SourceLabels []string `json:"sourceLabels,omitempty"`
+	Separator    string   `json:"separator,omitempty"`
+	TargetLabel  string   `json:"targetLabel,omitempty"`
+	Regex        string   `json:"regex,omitempty"`
+	Modulus      uint64   `json:"modulus,omitempty"`
+	Replacement  string   `json:"replacement,omitempty"`
+	Action       string   `json:"action,omitempty"`
 }
 
 type prometheusRule struct {
@@ -478,22 +502,101 @@ func TestChartReplicasPDBAndHPA(t *testing.T) {
 	}
 }
 
-// TestChartServiceAndNetworkPolicy: the admin listener has its own Service
-// port; the NetworkPolicy lets callers reach only the proxy port and
-// monitoring (and the helm test pod) only the admin port.
-func TestChartServiceAndNetworkPolicy(t *testing.T) {
-	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
-	var svc corev1.Service
-	if err := find(objs, "Service").strict(&svc); err != nil {
-		t.Fatal(err)
+// decodeNamed decodes the rendered object of a kind and name strictly.
+func decodeNamed(t *testing.T, objs []object, kind, name string, out any) {
+	t.Helper()
+	o := findNamed(objs, kind, name)
+	if o == nil {
+		t.Fatalf("no %s %s rendered", kind, name)
 	}
+	if err := o.strict(out); err != nil {
+		t.Fatalf("%s %s: %v", kind, name, err)
+	}
+}
+
+func servicePorts(svc *corev1.Service) map[string]string {
 	ports := map[string]string{}
 	for _, p := range svc.Spec.Ports {
 		ports[p.Name] = fmt.Sprint(p.Port, "->", p.TargetPort.String())
 	}
-	if ports["proxy"] != "8080->proxy" || ports["admin"] != "9090->admin" {
-		t.Errorf("service ports %v", ports)
+	return ports
+}
+
+// TestChartAdminPortOnlyOnTheMetricsService: the proxy Service carries only
+// the proxy port whatever service.type (a LoadBalancer must not publish
+// /metrics, /budget or pprof); the admin port is on the ClusterIP
+// <fullname>-metrics Service, which alone the ServiceMonitor selects.
+func TestChartAdminPortOnlyOnTheMetricsService(t *testing.T) {
+	for _, typ := range []string{"ClusterIP", "NodePort", "LoadBalancer"} {
+		t.Run(typ, func(t *testing.T) {
+			objs := objects(t, mustRender(t, "testdata/values/everything.yaml", "service.type="+typ, "service.adminPort=9191"))
+			var proxy, metrics corev1.Service
+			decodeNamed(t, objs, "Service", "faxgate", &proxy)
+			decodeNamed(t, objs, "Service", "faxgate-metrics", &metrics)
+			if got := servicePorts(&proxy); len(got) != 1 || got["proxy"] != "8080->proxy" || string(proxy.Spec.Type) != typ {
+				t.Errorf("proxy Service %s ports %v, want %s with proxy 8080->proxy only", proxy.Spec.Type, got, typ)
+			}
+			if got := servicePorts(&metrics); len(got) != 1 || got["admin"] != "9191->admin" || metrics.Spec.Type != corev1.ServiceTypeClusterIP {
+				t.Errorf("metrics Service %s ports %v, want ClusterIP with admin 9191->admin only", metrics.Spec.Type, got)
+			}
+			var sm serviceMonitor
+			decodeNamed(t, objs, "ServiceMonitor", "faxgate", &sm)
+			sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sel.Matches(labels.Set(metrics.Labels)) || sel.Matches(labels.Set(proxy.Labels)) {
+				t.Errorf("ServiceMonitor selector %v: matches metrics Service %v, proxy Service %v; want only the metrics one",
+					sel, sel.Matches(labels.Set(metrics.Labels)), sel.Matches(labels.Set(proxy.Labels)))
+			}
+			if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "admin" || sm.Spec.Endpoints[0].Path != "/metrics" {
+				t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+			}
+		})
 	}
+}
+
+// TestChartServiceMonitorRelabelings: the chart's relabeling keeps the job
+// the full name (the rules and dashboards select on it, and the metrics
+// Service's name would otherwise become the job); the values' relabelings
+// follow it, and metricRelabelings are passed through.
+func TestChartServiceMonitorRelabelings(t *testing.T) {
+	for _, tc := range []struct {
+		name, values    string
+		set             []string
+		job             string
+		relabelings     int
+		metricRelabeled bool
+	}{
+		{"defaults", "testdata/values/default.yaml", []string{"serviceMonitor.enabled=true"}, "faxgate", 1, false},
+		{"everything", "testdata/values/everything.yaml", nil, "faxgate", 2, true},
+		{"another full name", "testdata/values/everything.yaml", []string{"fullnameOverride=fax-gw"}, "fax-gw", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := objects(t, mustRender(t, tc.values, tc.set...))
+			var sm serviceMonitor
+			decodeNamed(t, objs, "ServiceMonitor", tc.job, &sm)
+			ep := sm.Spec.Endpoints[0]
+			if len(ep.Relabelings) != tc.relabelings {
+				t.Fatalf("relabelings %+v, want %d", ep.Relabelings, tc.relabelings)
+			}
+			if r := ep.Relabelings[0]; r.TargetLabel != "job" || r.Replacement != tc.job || r.Action != "replace" || len(r.SourceLabels) != 0 {
+				t.Errorf("first relabeling %+v, want job replaced by %q", r, tc.job)
+			}
+			if tc.relabelings == 2 && ep.Relabelings[1].TargetLabel != "node" {
+				t.Errorf("the values' relabeling is not second: %+v", ep.Relabelings)
+			}
+			if got := len(ep.MetricRelabelings) == 1 && ep.MetricRelabelings[0].Action == "drop"; got != tc.metricRelabeled {
+				t.Errorf("metricRelabelings %+v", ep.MetricRelabelings)
+			}
+		})
+	}
+}
+
+// TestChartNetworkPolicy: callers reach only the proxy port and monitoring
+// only the admin port; egress rules are passed through.
+func TestChartNetworkPolicy(t *testing.T) {
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
 	var np networkingv1.NetworkPolicy
 	if err := find(objs, "NetworkPolicy").strict(&np); err != nil {
 		t.Fatal(err)
@@ -507,11 +610,71 @@ func TestChartServiceAndNetworkPolicy(t *testing.T) {
 		t.Errorf("callers rule %+v", callers)
 	}
 	if len(monitoring.Ports) != 1 || monitoring.Ports[0].Port.String() != "admin" || len(monitoring.From) != 2 ||
-		monitoring.From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] != "test" {
+		monitoring.From[1].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
 		t.Errorf("monitoring rule %+v", monitoring)
 	}
 	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || len(np.Spec.Egress) != 2 {
 		t.Errorf("egress %v %+v", np.Spec.PolicyTypes, np.Spec.Egress)
+	}
+}
+
+// TestChartHelmTestPassesTheNetworkPolicy is the regression test for helm
+// test failing under networkPolicy.egress: the test pod carried the
+// gateway's selector labels, so the egress rules (DNS, upstream, Redis)
+// applied to it and its GET of /readyz never left. Now no selector of the
+// gateway's takes the test pod in, the ingress rule for the admin port lets
+// it in, and it asks the metrics Service on the admin port.
+func TestChartHelmTestPassesTheNetworkPolicy(t *testing.T) {
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
+	var pod corev1.Pod
+	decodeNamed(t, objs, "Pod", "faxgate-test-readyz", &pod)
+	podLabels := labels.Set(pod.Labels)
+	var np networkingv1.NetworkPolicy
+	decodeNamed(t, objs, "NetworkPolicy", "faxgate", &np)
+	var svc, metrics corev1.Service
+	decodeNamed(t, objs, "Service", "faxgate", &svc)
+	decodeNamed(t, objs, "Service", "faxgate-metrics", &metrics)
+	var pdb policyv1.PodDisruptionBudget
+	decodeNamed(t, objs, "PodDisruptionBudget", "faxgate", &pdb)
+	d := deployment(t, mustRender(t, "testdata/values/everything.yaml"))
+
+	for name, sel := range map[string]*metav1.LabelSelector{
+		"NetworkPolicy podSelector": &np.Spec.PodSelector,
+		"Deployment selector":       d.Spec.Selector,
+		"PDB selector":              pdb.Spec.Selector,
+		"Service selector":          {MatchLabels: svc.Spec.Selector},
+		"metrics Service selector":  {MatchLabels: metrics.Spec.Selector},
+	} {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Matches(podLabels) {
+			t.Errorf("%s %v takes in the test pod %v", name, s, podLabels)
+		}
+	}
+	// The rule that lets the test pod in must be one on the admin port.
+	admitted := false
+	for _, rule := range np.Spec.Ingress {
+		for _, peer := range rule.From {
+			if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+				continue
+			}
+			s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Matches(podLabels) {
+				admitted = len(rule.Ports) == 1 && rule.Ports[0].Port.String() == "admin"
+			}
+		}
+	}
+	if !admitted {
+		t.Errorf("no ingress rule on the admin port admits the test pod %v: %+v", podLabels, np.Spec.Ingress)
+	}
+	cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+	if !strings.Contains(cmd, "http://faxgate-metrics:9090/readyz") {
+		t.Errorf("test pod command %q does not GET /readyz on the metrics Service's admin port", cmd)
 	}
 }
 

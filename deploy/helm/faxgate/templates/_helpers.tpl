@@ -35,6 +35,23 @@ app.kubernetes.io/name: {{ include "faxgate.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+Labels of the helm test pod: its own name, so that no selector of the
+gateway's pods (Deployment, Service, PDB, NetworkPolicy) takes it in, and the
+NetworkPolicy's egress rules do not apply to it.
+*/}}
+{{- define "faxgate.testLabels" -}}
+app.kubernetes.io/name: {{ include "faxgate.name" . | trunc 58 | trimSuffix "-" }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+{{- end }}
+
+{{/* Labels of the gateway's pods: the standard labels, then podLabels (which cannot override them). */}}
+{{- define "faxgate.podLabels" -}}
+{{- $own := include "faxgate.labels" . | fromYaml }}
+{{- toYaml (merge $own (.Values.podLabels | default dict)) }}
+{{- end }}
+
 {{- define "faxgate.version" -}}
 {{- .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" }}
 {{- end }}
