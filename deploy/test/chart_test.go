@@ -497,6 +497,10 @@ func TestChartReplicasPDBAndHPA(t *testing.T) {
 				if got != tc.pdbMinOrMaxU {
 					t.Errorf("PDB %s, want %s", got, tc.pdbMinOrMaxU)
 				}
+				// Pods not ready because the vendor is down must not block a node drain.
+				if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+					t.Errorf("PDB unhealthyPodEvictionPolicy = %v, want AlwaysAllow", p)
+				}
 			}
 		})
 	}
@@ -745,6 +749,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 			"at '/tls/existingSecret': minLength: got 0, want 1"},
 		{"a fractional shutdown timeout", "testdata/values/default.yaml", []string{"config.server.shutdown_timeout=1.5m"},
 			"at '/config/server/shutdown_timeout'"},
+		{"a NetworkPolicy with no callers", "testdata/values/default.yaml", []string{"networkPolicy.enabled=true"},
+			networkPolicyNoCallers},
+		{"a NetworkPolicy with no callers but monitoring", "testdata/values/default.yaml",
+			[]string{"networkPolicy.enabled=true", "networkPolicy.monitoring[0].podSelector.matchLabels.app=prometheus"},
+			networkPolicyNoCallers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := render(t, tc.values, tc.set...)
@@ -755,6 +764,35 @@ func TestChartRefusesBadValues(t *testing.T) {
 				t.Errorf("message %q lacks %q", out, tc.want)
 			}
 		})
+	}
+}
+
+// networkPolicyNoCallers is what helm prints for networkPolicy.enabled
+// with an empty networkPolicy.callers.
+const networkPolicyNoCallers = "at '/networkPolicy/callers': value must be 'networkPolicy.enabled with no callers would let no caller reach the proxy port: list the peers allowed in networkPolicy.callers'"
+
+// TestChartLintRefusesNetworkPolicyWithoutCallers: helm lint (not only
+// install and template) says why, and the NetworkPolicy with callers, or
+// none at all, passes.
+func TestChartLintRefusesNetworkPolicyWithoutCallers(t *testing.T) {
+	helm := tool(t, "helm")
+	lint := func(set ...string) (string, error) {
+		args := []string{"lint", "--strict", "--kube-version", kubeVersion, "-f", "testdata/values/default.yaml", chartDir}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		return run(t, ".", helm, args...)
+	}
+	if out, err := lint("networkPolicy.enabled=true"); err == nil || !strings.Contains(out, "[ERROR] values.yaml: ") || !strings.Contains(out, networkPolicyNoCallers) {
+		t.Errorf("helm lint with networkPolicy.enabled and no callers: %v\n%s", err, out)
+	}
+	for _, set := range [][]string{
+		{"networkPolicy.enabled=false"},
+		{"networkPolicy.enabled=true", "networkPolicy.callers[0].podSelector.matchLabels.app=billing"},
+	} {
+		if out, err := lint(set...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", set, err, out)
+		}
 	}
 }
 
