@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -882,5 +883,71 @@ func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 	src, _ = os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
 	if strings.TrimSpace(dash.Data["faxgate.json"]) != strings.TrimSpace(string(src)) {
 		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json")
+	}
+}
+
+// TestChartPodLabels: the pods carry the chart's standard labels and
+// podLabels, which cannot override them; the Deployment's selector stays the
+// two selector labels (a changed selector breaks every upgrade).
+func TestChartPodLabels(t *testing.T) {
+	d := deployment(t, mustRender(t, "testdata/values/everything.yaml",
+		"podLabels.app\\.kubernetes\\.io/name=other", "podLabels.app\\.kubernetes\\.io/version=9"))
+	wantSelector := map[string]string{"app.kubernetes.io/name": "faxgate", "app.kubernetes.io/instance": "faxgate"}
+	if got := d.Spec.Selector.MatchLabels; !maps.Equal(got, wantSelector) || len(d.Spec.Selector.MatchExpressions) != 0 {
+		t.Errorf("selector %+v, want %v", d.Spec.Selector, wantSelector)
+	}
+	for k, v := range map[string]string{
+		"app.kubernetes.io/name":       "faxgate",
+		"app.kubernetes.io/instance":   "faxgate",
+		"app.kubernetes.io/version":    "0.1.0",
+		"app.kubernetes.io/managed-by": "Helm",
+		"helm.sh/chart":                d.Labels["helm.sh/chart"],
+		"team":                         "platform",
+	} {
+		if got := d.Spec.Template.Labels[k]; got != v || v == "" {
+			t.Errorf("pod label %s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// TestChartTopologySpreadConstraints: the raw constraints are rendered with
+// tpl, before the two of topologySpread, and alone when it is off.
+func TestChartTopologySpreadConstraints(t *testing.T) {
+	keys := func(set ...string) []string {
+		d := deployment(t, mustRender(t, "testdata/values/everything.yaml", set...))
+		var k []string
+		for _, c := range d.Spec.Template.Spec.TopologySpreadConstraints {
+			k = append(k, c.TopologyKey)
+			if c.TopologyKey == "topology.kubernetes.io/region" &&
+				(c.LabelSelector == nil || c.LabelSelector.MatchLabels["app.kubernetes.io/instance"] != "faxgate" || c.MaxSkew != 2) {
+				t.Errorf("raw constraint not rendered with tpl: %+v", c)
+			}
+		}
+		return k
+	}
+	if got, want := keys(), []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubernetes.io/hostname"}; !slices.Equal(got, want) {
+		t.Errorf("constraints %v, want %v", got, want)
+	}
+	if got, want := keys("topologySpread.enabled=false"), []string{"topology.kubernetes.io/region"}; !slices.Equal(got, want) {
+		t.Errorf("topologySpread off: constraints %v, want %v", got, want)
+	}
+	if d := deployment(t, mustRender(t, "testdata/values/default.yaml")); d.Spec.Template.Spec.TopologySpreadConstraints != nil {
+		t.Errorf("default: constraints %+v", d.Spec.Template.Spec.TopologySpreadConstraints)
+	}
+}
+
+// TestChartExtraObjects: each of extraObjects, a map or a string of YAML, is
+// rendered with tpl as an object of its own; none by default.
+func TestChartExtraObjects(t *testing.T) {
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
+	var cm corev1.ConfigMap
+	decodeNamed(t, objs, "ConfigMap", "faxgate-extra", &cm)
+	if cm.Namespace != "gateways" || cm.Data["owner"] != "platform" {
+		t.Errorf("extra ConfigMap %+v", cm)
+	}
+	var sa corev1.ServiceAccount
+	decodeNamed(t, objs, "ServiceAccount", "faxgate-reader", &sa)
+	if strings.Contains(mustRender(t, "testdata/values/default.yaml"), "extra-objects.yaml") {
+		t.Error("extraObjects rendered something by default")
 	}
 }
