@@ -35,6 +35,8 @@ type Policy struct {
 	// allow list share one slice (most fleets have a handful of lists for
 	// thousands of callers), which keeps a reload of a large file fast.
 	byCaller map[string][]bool
+	// callers are the configured names, in the file's order.
+	callers []string
 }
 
 // NewPolicy compiles the callers' allow lists against the routes of t.
@@ -87,6 +89,7 @@ func NewPolicy(callers []config.Caller, p config.Policy, t *route.Table) (*Polic
 			byList[key] = allowed
 		}
 		pol.byCaller[c.Name] = allowed
+		pol.callers = append(pol.callers, c.Name)
 	}
 	return pol, nil
 }
@@ -136,6 +139,11 @@ func (p *Policy) Decide(caller, route string) Decision {
 	}
 	return d
 }
+
+// Callers returns the configured caller names, in the file's order: the
+// caller label values the config makes known (docs/metrics-and-alerts.md).
+// The slice is shared; it must not be modified.
+func (p *Policy) Callers() []string { return p.callers }
 
 // Base returns what policy says about route whoever calls: Sensitive and
 // Confirm as configured, Allowed false. The proxy uses it to audit a request

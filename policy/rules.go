@@ -20,6 +20,9 @@ type Rules struct {
 	Limiter    limit.RateLimiter
 	// Budget is upstream_budget's limits; nil when there are none.
 	Budget limit.Budget
+	// BudgetLimits are the names of upstream_budget's limits, in the file's
+	// order: the limit label values the config makes known.
+	BudgetLimits []string
 	// HonorRetryAfter and MaxHold are upstream_budget's: an upstream 429
 	// holds its route for its Retry-After, at most MaxHold.
 	HonorRetryAfter bool
@@ -72,11 +75,12 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		return nil, err
 	}
 	return &Rules{
-		Table:      table,
-		Identifier: id,
-		Policy:     pol,
-		Limiter:    lim,
-		Budget:     limit.NewBudget(cfg, table.RouteNames(), now, o.deps, prevBudget),
+		Table:        table,
+		Identifier:   id,
+		Policy:       pol,
+		Limiter:      lim,
+		Budget:       limit.NewBudget(cfg, table.RouteNames(), now, o.deps, prevBudget),
+		BudgetLimits: budgetLimitNames(cfg.UpstreamBudget),
 
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,
@@ -85,6 +89,14 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
 		resolver:       route.NewResolver(table, func(r string) bool { return pol.Base(r).Sensitive }),
 	}, nil
+}
+
+func budgetLimitNames(b config.UpstreamBudget) []string {
+	names := make([]string, 0, len(b.Limits))
+	for _, l := range b.Limits {
+		names = append(names, l.Name)
+	}
+	return names
 }
 
 // Resolve resolves a request-target to the route policy decides on and the

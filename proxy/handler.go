@@ -92,6 +92,7 @@ func (h *Handler) Rules() *policy.Rules { return h.rules.Load() }
 
 // SetRules replaces the rules for every request that starts afterwards.
 func (h *Handler) SetRules(r *policy.Rules) {
+	h.opts.Metrics.startSeries(r)
 	h.children.Store(newMetricCache(h.opts.Metrics))
 	h.rules.Store(r)
 }

@@ -1,6 +1,13 @@
 package proxy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/policy/route"
+	"github.com/faxgate/faxgate/policy/routetable"
+)
 
 // Metrics are the request path's collectors (docs/metrics-and-alerts.md).
 // Label values are only ever a configured caller name (or "unidentified"), a
@@ -81,4 +88,63 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
 		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused)
 	return m
+}
+
+// startSeries creates at 0 every series of the request path's counters that
+// an alert or a dashboard panel selects, for the label values r makes known,
+// so that increase() and rate() see the first event
+// (docs/metrics-and-alerts.md, Series from the start). SetRules calls it, at
+// start and on every reload (new callers, routes, limits); never a request.
+// Series of callers or routes a reload removed stay, at their counts, until
+// the process restarts.
+//
+// What is selected, not the cross product, so that the count grows with the
+// config, never with traffic: with C callers, R forwardable routes (built-in
+// and routes.extra, auth excluded, plus unmatched), S sensitive routes and L
+// upstream_budget limits,
+//
+//	faxgate_denied_total{caller,route,reason}          (C+1)·S  (one reason per caller and sensitive route)
+//	faxgate_rate_limited_total{caller}                 C
+//	faxgate_upstream_throttled_total{route}            R
+//	faxgate_upstream_401_retries_total{route}          R
+//	faxgate_upstream_budget_refused_total{caller,limit} C·L
+//
+// 20 callers, 20 route names (R = 20), the one sensitive numbers.delete and
+// 2 limits make 21 + 20 + 20 + 20 + 40 = 121 series; the full cross product
+// of faxgate_denied_total alone (21 callers × 20 routes × 19 reasons) would
+// be 7,980.
+func (m *Metrics) startSeries(r *policy.Rules) {
+	if r == nil || r.Policy == nil || r.Table == nil {
+		return
+	}
+	callers := r.Policy.Callers()
+	for _, name := range r.Table.RouteNames() {
+		if name == route.RouteAuth { // answered by the gateway, never forwarded
+			continue
+		}
+		m.UpstreamThrottled.WithLabelValues(name)
+		m.Upstream401Retries.WithLabelValues(name)
+		// The sensitive routes (FaxgateSensitiveRouteDenied and its panel
+		// select numbers.delete, sensitive by default): for each caller the
+		// reason policy itself refuses it with there. Other reasons
+		// (rate_limited, upstream_*) have metrics and alerts of their own.
+		if !r.Policy.Base(name).Sensitive && name != routetable.NumbersDelete {
+			continue
+		}
+		m.Denied.WithLabelValues(config.UnidentifiedCaller, name, "unidentified_caller")
+		for _, c := range callers {
+			switch d := r.Policy.Decide(c, name); {
+			case !d.Allowed:
+				m.Denied.WithLabelValues(c, name, "forbidden")
+			case d.Confirm:
+				m.Denied.WithLabelValues(c, name, "confirmation_required")
+			}
+		}
+	}
+	for _, c := range callers {
+		m.RateLimited.WithLabelValues(c)
+		for _, l := range r.BudgetLimits {
+			m.BudgetRefused.WithLabelValues(c, l)
+		}
+	}
 }

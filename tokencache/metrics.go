@@ -51,3 +51,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// StoreOps are the op label values of faxgate_token_store_errors_total.
+var StoreOps = []string{"load", "save", "delete", "lease", "extend", "release", "subscribe"}
+
+// StartStore creates at 0 the series of the shared token store's counters
+// (every op's errors, every lease result), for a gateway whose token.store
+// is redis: FaxgateTokenStoreErrors and the Redis panels then see the first
+// error (docs/metrics-and-alerts.md, Series from the start). Without a
+// shared store they stay absent, not a misleading 0.
+func (m *Metrics) StartStore() {
+	for _, op := range StoreOps {
+		m.StoreErrors.WithLabelValues(op)
+	}
+	for _, r := range []string{"acquired", "busy", "lost", "error"} {
+		m.Lease.WithLabelValues(r)
+	}
+}

@@ -152,6 +152,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 			compileOpts = append(compileOpts, policy.WithRedisTimeout(d.RateLimitTimeout))
 		}
 		if cfg.Token.Store == "redis" {
+			g.Metrics.Tokens.StartStore()
 			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
 				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), OnError: func(err error) {
 					g.Metrics.Tokens.StoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()

@@ -1,0 +1,97 @@
+package gateway_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+)
+
+// startSeriesConfig has two callers (intake may not delete numbers, billing
+// may, with confirmation), one extra route and one upstream_budget limit.
+const startSeriesConfig = `
+callers:
+  list:
+    - name: intake
+      cidrs: ["127.0.0.0/8"]
+      allow: ["*"]
+    - name: billing
+      cidrs: ["10.9.0.0/16"]
+      allow: ["numbers.delete"]
+routes:
+  extra:
+    - {name: faxes.send, method: POST, path: /v1/faxes/send}
+upstream_budget:
+  limits:
+    - {name: tenant, scope: tenant, requests: 100, per: 1m}
+`
+
+// startSeries are the counters an alert or a dashboard panel selects whose
+// label values come from the config (docs/metrics-and-alerts.md, Series from
+// the start).
+var startSeries = []string{"faxgate_denied_total", "faxgate_rate_limited_total",
+	"faxgate_upstream_throttled_total", "faxgate_upstream_401_retries_total",
+	"faxgate_upstream_budget_refused_total"}
+
+// TestSeriesFromTheStart pins, as golden exposition text, the series a
+// gateway exports at 0 before its first request: for the callers (and
+// unidentified), the routes (built-in but auth, extra, unmatched), the
+// sensitive numbers.delete with the reason policy gives each caller there,
+// and the budget's limits. A series born at 1 shows no increase(), so an
+// alert meant to fire on one event would miss it.
+func TestSeriesFromTheStart(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: startSeriesConfig})
+	if err := testutil.GatherAndCompare(g.Registry, strings.NewReader(startGolden), startSeries...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const startGolden = `
+# HELP faxgate_denied_total Requests refused by the gateway, by caller, route and error code.
+# TYPE faxgate_denied_total counter
+faxgate_denied_total{caller="billing",reason="confirmation_required",route="numbers.delete"} 0
+faxgate_denied_total{caller="intake",reason="forbidden",route="numbers.delete"} 0
+faxgate_denied_total{caller="unidentified",reason="unidentified_caller",route="numbers.delete"} 0
+# HELP faxgate_rate_limited_total Requests refused with 429 by the per-caller rate limit.
+# TYPE faxgate_rate_limited_total counter
+faxgate_rate_limited_total{caller="billing"} 0
+faxgate_rate_limited_total{caller="intake"} 0
+# HELP faxgate_upstream_401_retries_total Requests resent once with a new token after the upstream answered 401.
+# TYPE faxgate_upstream_401_retries_total counter
+faxgate_upstream_401_retries_total{route="contacts.create"} 0
+faxgate_upstream_401_retries_total{route="contacts.details"} 0
+faxgate_upstream_401_retries_total{route="contacts.list"} 0
+faxgate_upstream_401_retries_total{route="contacts.upload_patient_doc"} 0
+faxgate_upstream_401_retries_total{route="esign.field_rules.list"} 0
+faxgate_upstream_401_retries_total{route="esign.fields.create"} 0
+faxgate_upstream_401_retries_total{route="esign.fields.update"} 0
+faxgate_upstream_401_retries_total{route="esign.templates.list"} 0
+faxgate_upstream_401_retries_total{route="esign.theme.delete"} 0
+faxgate_upstream_401_retries_total{route="faxes.send"} 0
+faxgate_upstream_401_retries_total{route="numbers.available_list"} 0
+faxgate_upstream_401_retries_total{route="numbers.delete"} 0
+faxgate_upstream_401_retries_total{route="numbers.filled_requirements"} 0
+faxgate_upstream_401_retries_total{route="unmatched"} 0
+# HELP faxgate_upstream_budget_refused_total Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.
+# TYPE faxgate_upstream_budget_refused_total counter
+faxgate_upstream_budget_refused_total{caller="billing",limit="tenant"} 0
+faxgate_upstream_budget_refused_total{caller="intake",limit="tenant"} 0
+# HELP faxgate_upstream_throttled_total Upstream 429 answers seen, by route; each one, with upstream_budget.honor_retry_after, holds the route.
+# TYPE faxgate_upstream_throttled_total counter
+faxgate_upstream_throttled_total{route="contacts.create"} 0
+faxgate_upstream_throttled_total{route="contacts.details"} 0
+faxgate_upstream_throttled_total{route="contacts.list"} 0
+faxgate_upstream_throttled_total{route="contacts.upload_patient_doc"} 0
+faxgate_upstream_throttled_total{route="esign.field_rules.list"} 0
+faxgate_upstream_throttled_total{route="esign.fields.create"} 0
+faxgate_upstream_throttled_total{route="esign.fields.update"} 0
+faxgate_upstream_throttled_total{route="esign.templates.list"} 0
+faxgate_upstream_throttled_total{route="esign.theme.delete"} 0
+faxgate_upstream_throttled_total{route="faxes.send"} 0
+faxgate_upstream_throttled_total{route="numbers.available_list"} 0
+faxgate_upstream_throttled_total{route="numbers.delete"} 0
+faxgate_upstream_throttled_total{route="numbers.filled_requirements"} 0
+faxgate_upstream_throttled_total{route="unmatched"} 0
+`
