@@ -122,7 +122,7 @@ func (m *Manager) keepLease(ctx context.Context, lease Lease, stop <-chan struct
 	defer close(done)
 	// A store bug must not take the process down; the renewal goes on
 	// without the extension, like after a lost lease.
-	defer background.Guard(m.log, "token_lease", "the lease is no longer extended", nil)
+	defer background.Guard(m.log, m.opts.Panics, "token_lease", "the lease is no longer extended", nil)
 	for {
 		timer := m.opts.Clock.NewTimer(m.opts.LeaseTTL / 3)
 		select {

@@ -23,6 +23,10 @@ type KeyWatcher struct {
 	log      *zap.Logger
 	changed  chan struct{}
 	last     filedigest.Digest // owned by Run's goroutine after construction
+
+	// Panics, set before Run, counts the panics recovered in the polling
+	// (faxgate_background_panics_total); nil counts nothing.
+	Panics background.Counter
 }
 
 // NewKeyWatcher hashes the file as it is now; Run reports changes from there.
@@ -42,7 +46,7 @@ func (w *KeyWatcher) Changed() <-chan struct{} { return w.changed }
 // polling resumes one interval later: a dead watcher would leave a replica
 // with a rejected key waiting out its whole backoff after a rotation.
 func (w *KeyWatcher) Run(ctx context.Context) {
-	background.Loop(ctx, w.log, "key_watch", func(ctx context.Context) bool { return clock.Sleep(ctx, w.clock, w.interval) }, w.poll)
+	background.Loop(ctx, w.log, w.Panics, "key_watch", func(ctx context.Context) bool { return clock.Sleep(ctx, w.clock, w.interval) }, w.poll)
 }
 
 func (w *KeyWatcher) poll(ctx context.Context) {

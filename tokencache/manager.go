@@ -37,6 +37,9 @@ type Options struct {
 	RetryMax      time.Duration
 	Metrics       *Metrics
 	Logger        *zap.Logger
+	// Panics counts the panics recovered in its background loops
+	// (faxgate_background_panics_total); nil counts nothing.
+	Panics background.Counter
 	// Jitter returns a number in [0,1); nil means math/rand/v2. Tests pin it.
 	Jitter func() float64
 	// Shared, when set, shares the token with other replicas (token.store: redis).
@@ -193,7 +196,7 @@ func (m *Manager) Run(ctx context.Context) {
 		st.updates = m.opts.Shared.Updates(ctx)
 		m.fleet.updates = st.updates
 	}
-	background.Loop(ctx, m.log, "token_renewal", func(ctx context.Context) bool {
+	background.Loop(ctx, m.log, m.opts.Panics, "token_renewal", func(ctx context.Context) bool {
 		return m.afterPanic(ctx, st)
 	}, func(ctx context.Context) {
 		for !m.step(ctx, st) {
@@ -396,7 +399,7 @@ func (m *Manager) fetch(ctx context.Context) (tok *Token, err error) {
 			tok, err = nil, errors.New("token fetch panicked")
 		}
 	}()
-	defer background.Guard(m.log, "token_renewal", "counted as a failed renewal", &panicked)
+	defer background.Guard(m.log, m.opts.Panics, "token_renewal", "counted as a failed renewal", &panicked)
 	return m.opts.Fetcher.Fetch(ctx)
 }
 

@@ -44,6 +44,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
 )
 
@@ -79,6 +80,9 @@ type RedisOptions struct {
 	// Logger receives the log line of a panic recovered in the subscription
 	// goroutine (with its stack). Default: none.
 	Logger *zap.Logger
+	// Panics counts the panics recovered in the subscription goroutine
+	// (faxgate_background_panics_total); nil counts nothing.
+	Panics background.Counter
 }
 
 // RedisStore shares one token between replicas through Redis.
@@ -91,6 +95,7 @@ type RedisStore struct {
 	onError func(error)
 	subIdle time.Duration
 	log     *zap.Logger
+	panics  background.Counter
 
 	acct atomic.Pointer[account] // keys of the most recent secret
 }
@@ -123,6 +128,7 @@ func NewRedisStore(o RedisOptions) *RedisStore {
 		onError: o.OnError,
 		subIdle: o.SubscriptionIdle,
 		log:     o.Logger,
+		panics:  o.Panics,
 	}
 }
 

@@ -58,7 +58,7 @@ func (s *RedisStore) watch(ctx context.Context, out chan<- struct{}, first bool)
 			clock.Sleep(ctx, clock.Real{}, subBackoffMax)
 		}
 	}()
-	defer background.Guard(s.log, "token_updates", "resubscribing", &panicked)
+	defer background.Guard(s.log, s.panics, "token_updates", "resubscribing", &panicked)
 
 	sub := newSubscription(ctx, s.client, redisconn.EscapeGlob(s.prefix)+"*:updates", s.timeout)
 	defer sub.close()

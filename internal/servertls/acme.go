@@ -190,7 +190,7 @@ func (s *Server) runACME(ctx context.Context) {
 		s.log.Error("ACME certificate management did not start", zap.Strings("domains", s.acme.domains),
 			zap.String("reason", err.Error()))
 	}
-	background.Loop(ctx, s.log, "tls_acme_metrics", s.sleep, func(ctx context.Context) {
+	background.Loop(ctx, s.log, s.o.Panics, "tls_acme_metrics", s.sleep, func(ctx context.Context) {
 		s.updateACMEMetrics()
 		for s.sleep(ctx) {
 			s.updateACMEMetrics()

@@ -47,6 +47,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Metrics receive the certificate expiry and the handshake errors. Required.
 	Metrics *Metrics
+	// Panics counts the panics recovered in the certificate watch and the ACME metrics loop
+	// (faxgate_background_panics_total); nil counts nothing.
+	Panics background.Counter
 	// Storage is where mode acme keeps accounts, certificates, keys and
 	// locks: certstore over Redis for acme.storage redis. nil means files
 	// under acme.storage_path (certmagic's default directory when empty).
@@ -209,7 +212,7 @@ func (s *Server) Run(ctx context.Context) {
 		s.runACME(ctx)
 		return
 	}
-	background.Loop(ctx, s.log, "tls_cert_watch", s.sleep, func(ctx context.Context) {
+	background.Loop(ctx, s.log, s.o.Panics, "tls_cert_watch", s.sleep, func(ctx context.Context) {
 		for s.sleep(ctx) {
 			s.poll(ctx)
 		}

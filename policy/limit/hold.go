@@ -77,6 +77,9 @@ type HoldOptions struct {
 	PollEvery time.Duration
 	// Timeout bounds one Redis call; default 1s.
 	Timeout time.Duration
+	// Panics counts the panics recovered in the publishing and polling
+	// (faxgate_background_panics_total); nil counts nothing.
+	Panics background.Counter
 }
 
 // Holds is the table of routes held after an upstream 429. It lives as long
@@ -150,7 +153,7 @@ func (h *Holds) Hold(route string, d time.Duration) {
 		return
 	}
 	go func() {
-		defer background.Guard(h.o.Logger, "upstream_hold_publish", "the hold stays local", nil)
+		defer background.Guard(h.o.Logger, h.o.Panics, "upstream_hold_publish", "the hold stays local", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), h.o.Timeout)
 		defer cancel()
 		if err := holdScript.Run(ctx, h.o.Client, []string{h.key, h.ch}, route, d.Milliseconds()).Err(); err != nil {
@@ -223,7 +226,7 @@ func (h *Holds) apply(payload string) {
 }
 
 func (h *Holds) poll(ctx context.Context) {
-	defer background.Guard(h.o.Logger, "upstream_hold_poll", "the next poll tries again", nil)
+	defer background.Guard(h.o.Logger, h.o.Panics, "upstream_hold_poll", "the next poll tries again", nil)
 	ctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	defer cancel()
 	v, err := holdsScript.RunRO(ctx, h.o.Client, []string{h.key}).Slice()

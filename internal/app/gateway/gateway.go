@@ -154,7 +154,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		if cfg.Token.Store == "redis" {
 			g.Metrics.Tokens.StartStore()
 			shared = tokencache.NewRedisStore(tokencache.RedisOptions{Client: g.redis, KeyPrefix: cfg.Redis.KeyPrefix,
-				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), OnError: func(err error) {
+				Key: key, Clock: d.Clock, OpTimeout: d.RedisOpTimeout, Logger: log.Named("token"), Panics: g.Metrics.countPanic,
+				OnError: func(err error) {
 					g.Metrics.Tokens.StoreErrors.WithLabelValues(tokencache.OpOf(err)).Inc()
 				}})
 		}
@@ -166,12 +167,13 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		holdClient = g.redis
 	}
 	g.Holds = limit.NewHolds(limit.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
-		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout})
+		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout, Panics: g.Metrics.countPanic})
 	limit.RegisterHolds(d.Registry, g.Holds.Each)
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
 		g.keyWatch = tokencache.NewKeyWatcher(cfg.Upstream.APIKeyFile, keyWatchEvery, d.Clock, log.Named("token"))
+		g.keyWatch.Panics = g.Metrics.countPanic
 		keyChanged = g.keyWatch.Changed()
 	}
 	g.Tokens = tokencache.NewManager(tokencache.Options{
@@ -185,6 +187,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		RetryMax:      cfg.Token.RetryMax,
 		Metrics:       g.Metrics.Tokens,
 		Logger:        log.Named("token"),
+		Panics:        g.Metrics.countPanic,
 	})
 
 	g.compile = func(c *config.Config, prev *policy.Rules) (*policy.Rules, error) {
@@ -207,7 +210,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 				Logger: log.Named("tls").Named("certstore"), OpTimeout: d.RedisOpTimeout})
 		}
 		g.tls, err = servertls.New(servertls.Options{TLS: cfg.Server.TLS, Clock: d.Clock, PollEvery: d.TLSPollEvery,
-			Logger: log.Named("tls"), Metrics: g.Metrics.TLS, Storage: storage})
+			Logger: log.Named("tls"), Metrics: g.Metrics.TLS, Storage: storage, Panics: g.Metrics.countPanic})
 		if err != nil {
 			g.release()
 			return nil, err

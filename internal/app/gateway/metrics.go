@@ -25,7 +25,16 @@ type Metrics struct {
 	ConfigLastReload      prometheus.Gauge
 	ConfigLastReloadOK    prometheus.Gauge // 1 after a successful load, 0 after a failed reload
 	ConfigRestartRequired prometheus.Gauge
+	BackgroundPanics      *prometheus.CounterVec // loop: backgroundLoops
 }
+
+// backgroundLoops are the names of the loops whose panics are recovered
+// (internal/base/background), the loop label values of
+// faxgate_background_panics_total: each exists at 0 from the start, so that
+// FaxgateBackgroundLoopPanicked fires on the first panic.
+// TestBackgroundLoopsAreKnown keeps the list and the code in step.
+var backgroundLoops = []string{"config_reload", "key_watch", "tls_acme_metrics", "tls_cert_watch",
+	"token_lease", "token_renewal", "token_updates", "upstream_hold_poll", "upstream_hold_publish"}
 
 // newMetrics creates every collector and registers it on reg.
 func newMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
@@ -57,14 +66,25 @@ func newMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 			Name: "faxgate_config_restart_required",
 			Help: "1 when the file on disk changes settings that only a restart applies (listen addresses, upstream, token store ...).",
 		}),
+		BackgroundPanics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_background_panics_total",
+			Help: "Panics recovered in a background loop, by loop; the loop carries on (the \"background loop panicked\" log line has the stack).",
+		}, []string{"loop"}),
 	}
-	reg.MustRegister(m.BuildInfo, m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired)
+	reg.MustRegister(m.BuildInfo, m.ConfigReload, m.ConfigLastReload, m.ConfigLastReloadOK, m.ConfigRestartRequired,
+		m.BackgroundPanics)
 	m.BuildInfo.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	for _, r := range []string{"ok", "error"} {
 		m.ConfigReload.WithLabelValues(r) // present at 0 for rate() and alerts
 	}
+	for _, l := range backgroundLoops {
+		m.BackgroundPanics.WithLabelValues(l)
+	}
 	return m
 }
+
+// countPanic is the background.Counter every loop of the gateway is given.
+func (m *Metrics) countPanic(loop string) { m.BackgroundPanics.WithLabelValues(loop).Inc() }
 
 // registerReady exports faxgate_ready: 1 while /readyz would answer 200, 0
 // otherwise, read at scrape time from ready (which must not block). It lets

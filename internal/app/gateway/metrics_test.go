@@ -41,6 +41,7 @@ var documentedMetrics = []struct {
 	{"faxgate_upstream_budget_refused_total", "COUNTER", []string{"caller", "limit"}},
 	{"faxgate_ready", "GAUGE", nil},
 	{"faxgate_config_last_reload_successful", "GAUGE", nil},
+	{"faxgate_background_panics_total", "COUNTER", []string{"loop"}},
 }
 
 // TestMetricsMatchTheDocs: every documented metric is registered on the

@@ -53,7 +53,7 @@ func newReloader(g *Gateway, path string) *reloader {
 // (a broken clock, say) restarts the loop one interval later: without it,
 // SIGHUP would silently stop working.
 func (rl *reloader) run(ctx context.Context, hup <-chan struct{}, interval time.Duration) {
-	background.Loop(ctx, rl.log, "config_reload", func(ctx context.Context) bool {
+	background.Loop(ctx, rl.log, rl.met.countPanic, "config_reload", func(ctx context.Context) bool {
 		return clock.Sleep(ctx, rl.clock, interval)
 	}, func(ctx context.Context) { rl.poll(ctx, hup, interval) })
 }
@@ -84,7 +84,7 @@ func (rl *reloader) poll(ctx context.Context, hup <-chan struct{}, interval time
 func (rl *reloader) reload(trigger string) {
 	panicked := false
 	func() {
-		defer background.Guard(rl.log, "config_reload", "the running configuration stays in force", &panicked)
+		defer background.Guard(rl.log, rl.met.countPanic, "config_reload", "the running configuration stays in force", &panicked)
 		rl.tryReload(trigger)
 	}()
 	if panicked {

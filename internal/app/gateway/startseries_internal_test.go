@@ -1,9 +1,19 @@
 package gateway
 
 import (
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy"
 )
 
 // TestReloadStartsTheNewSeries: a caller, route or limit that a reload adds
@@ -76,6 +86,67 @@ upstream_budget:
 			t.Errorf("%s%v is missing after the reload", w.name, w.labels)
 		} else if v != 0 {
 			t.Errorf("%s%v = %v, want 0", w.name, w.labels, v)
+		}
+	}
+}
+
+// TestBackgroundLoopsAreKnown: every loop name the code hands to
+// background.Loop or background.Guard is in backgroundLoops, so its
+// faxgate_background_panics_total series exists at 0 from the start, and
+// the list names no loop that is gone.
+func TestBackgroundLoopsAreKnown(t *testing.T) {
+	call := regexp.MustCompile(`background\.(?:Loop|Guard)\([^"]*"([a-z_]+)"`)
+	found := map[string]bool{}
+	root := filepath.Join("..", "..", "..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "deploy" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range call.FindAllSubmatch(src, -1) {
+			found[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(found)); !slices.Equal(got, backgroundLoops) {
+		t.Fatalf("loops in the code %q, backgroundLoops %q", got, backgroundLoops)
+	}
+}
+
+// TestPanicIsCounted: a panic recovered in a loop (here a reload whose
+// compile panics) adds one to faxgate_background_panics_total of that loop,
+// which was 0 before, and to no other.
+func TestPanicIsCounted(t *testing.T) {
+	g, _, _ := newTestGateway(t, "http://127.0.0.1:1")
+	path := filepath.Join(t.TempDir(), "faxgate.yaml")
+	if err := os.WriteFile(path, []byte(testConfigYAML("http://127.0.0.1:1", `"contacts.*"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	panics := func(loop string) float64 { return testutil.ToFloat64(g.Metrics.BackgroundPanics.WithLabelValues(loop)) }
+	if n := testutil.CollectAndCount(g.Metrics.BackgroundPanics); n != len(backgroundLoops) {
+		t.Fatalf("%d loop series at start, want %d", n, len(backgroundLoops))
+	}
+	rl := newReloader(g, path)
+	rl.compile = func(*config.Config, *policy.Rules) (*policy.Rules, error) { panic("compile bug") }
+	rl.reload("signal")
+	if v := panics("config_reload"); v != 1 {
+		t.Errorf("config_reload panics = %v, want 1", v)
+	}
+	for _, l := range backgroundLoops {
+		if v := panics(l); l != "config_reload" && v != 0 {
+			t.Errorf("%s panics = %v, want 0", l, v)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package background keeps faxgate's long-lived goroutines alive. An
 // unrecovered panic in any goroutine ends the whole process, and a panic
 // recovered silently leaves a loop stopped with nobody told; so a panic in a
-// loop is recovered, logged with its stack, and the loop carries on.
+// loop is recovered, logged with its stack, counted, and the loop carries on.
 package background
 
 import (
@@ -18,17 +18,25 @@ import (
 // finds them all; the loop field says which loop it was.
 const Msg = "background loop panicked"
 
+// Counter counts a recovered panic of the named loop: the gateway's
+// faxgate_background_panics_total{loop} (docs/metrics-and-alerts.md). It is
+// handed in by whoever runs the loop; nil counts nothing.
+type Counter func(loop string)
+
 // fallbackPause spaces restarts when the loop's own pause panics too (a
 // broken clock): a loop that can do nothing else logs once a second instead
 // of spinning.
 const fallbackPause = time.Second
 
 // Guard, deferred directly (defer background.Guard(...)), recovers a panic in
-// the calling function, logs it and sets *panicked, so the caller can treat
-// the interrupted step as failed and go on. then says what happens next, for
-// the operator reading the line.
-func Guard(log *zap.Logger, loop, then string, panicked *bool) {
+// the calling function, logs it, counts it with count and sets *panicked, so
+// the caller can treat the interrupted step as failed and go on. then says
+// what happens next, for the operator reading the line.
+func Guard(log *zap.Logger, count Counter, loop, then string, panicked *bool) {
 	if v := recover(); v != nil {
+		if count != nil {
+			count(loop)
+		}
 		logPanic(log, loop, then, v)
 		if panicked != nil {
 			*panicked = true
@@ -37,28 +45,28 @@ func Guard(log *zap.Logger, loop, then string, panicked *bool) {
 }
 
 // Loop calls body until body returns normally or ctx ends. When body panics,
-// the panic is logged, pause is called (it waits, normally on the loop's
+// the panic is logged and counted with count, pause is called (it waits, normally on the loop's
 // injected clock, and returns false once ctx ended) and body runs again.
-func Loop(ctx context.Context, log *zap.Logger, loop string, pause func(context.Context) bool, body func(context.Context)) {
+func Loop(ctx context.Context, log *zap.Logger, count Counter, loop string, pause func(context.Context) bool, body func(context.Context)) {
 	for ctx.Err() == nil {
 		panicked := false
 		func() {
-			defer Guard(log, loop, "restarting the loop", &panicked)
+			defer Guard(log, count, loop, "restarting the loop", &panicked)
 			body(ctx)
 		}()
 		if !panicked {
 			return
 		}
-		if !safePause(ctx, log, loop, pause) {
+		if !safePause(ctx, log, count, loop, pause) {
 			return
 		}
 	}
 }
 
-func safePause(ctx context.Context, log *zap.Logger, loop string, pause func(context.Context) bool) (goOn bool) {
+func safePause(ctx context.Context, log *zap.Logger, count Counter, loop string, pause func(context.Context) bool) (goOn bool) {
 	panicked := false
 	func() {
-		defer Guard(log, loop, "pausing on the wall clock instead", &panicked)
+		defer Guard(log, count, loop, "pausing on the wall clock instead", &panicked)
 		goOn = pause(ctx)
 	}()
 	if !panicked {
