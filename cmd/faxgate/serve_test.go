@@ -58,7 +58,8 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		for _, want := range []string{
 			`faxgate_requests_total{caller="local",code="200",method="POST",route="contacts.list"} 1`,
-			`faxgate_build_info{`,
+			// serve hands main's version and commit (-ldflags) to build info.
+			`,revision="` + commit + `",version="` + version + `"} 1`,
 			`faxgate_inflight_requests 0`,
 			`faxgate_token_refresh_total{result="ok"} 1`,
 		} {
