@@ -134,7 +134,12 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	// A fresh buffer per request, counted under server.resend_buffer_bytes
 	// with every other body copy: the transport may read it after the
 	// handler returns (a resend's body), so it is never handed to another.
-	data, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, ex.decision.Confirm, &ex.reserved)
+	// The body of a request policy allowed on a sensitive route is read
+	// even when the memory is spoken for (counted, never refused): the
+	// confirmation needs it, and the audit line of a delete that is
+	// carried out must name it, whatever refused callers hold.
+	force := ex.decision.Confirm || ex.auditIDs
+	data, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, force, &ex.reserved)
 	ex.body.hardDeadline = time.Time{}
 	if err != nil {
 		if ex.body.err != nil {

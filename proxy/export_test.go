@@ -29,3 +29,7 @@ func WriteAccessLine(a *AccessLog, now time.Time, f AccessFields) { a.write(now,
 func WriteAccessLineZap(l *zap.Logger, f AccessFields) {
 	l.Info("request", zap.Inline(accessLine{f.exchange()}))
 }
+
+// BodyMemoryHeld is the body memory counted under
+// server.resend_buffer_bytes right now.
+func (h *Handler) BodyMemoryHeld() int64 { return h.replay.held.Load() }

@@ -54,9 +54,11 @@ func (p *replayPool) put(c *[replayChunk]byte) {
 
 // reserve counts n more bytes of body memory under the cap; false, and
 // nothing counted, when they would pass it, unless force. Forced
-// reservations are for the bodies policy itself must read (policy.confirm,
-// for a caller granted the route): they are counted, so that copies for a
-// resend or an audit line yield to them, but never refused.
+// reservations are for the bodies of requests policy allowed on a
+// sensitive route (policy.confirm reads them; a delete's audit line names
+// their IDs): they are counted, so that other copies yield to them, but
+// never refused, so refused callers holding the memory cannot take a
+// granted delete's confirmation or the truth of its audit line.
 func (p *replayPool) reserve(n int64, force bool) bool {
 	if p.held.Add(n) > p.limit && !force {
 		p.held.Add(-n)

@@ -33,8 +33,9 @@ type redisFallback struct {
 	upMsg, downMsg string
 	downFields     []zap.Field
 	// backendUp, when set, is 1 while Redis decides and 0 while this
-	// replica decides alone; it is set from the first decision on.
-	backendUp prometheus.Gauge
+	// replica decides alone. Its one series is created by the first
+	// decision, not before: a 0 before any decision would read as an outage.
+	backendUp *prometheus.GaugeVec
 
 	stateMu  sync.Mutex   // orders transitions, so the gauge and logs agree with state
 	state    atomic.Int32 // stateShared or stateLocal; 0 before the first decision
@@ -77,7 +78,7 @@ func (f *redisFallback) ok() {
 	}
 	f.state.Store(stateShared)
 	if f.backendUp != nil {
-		f.backendUp.Set(1)
+		f.backendUp.WithLabelValues().Set(1)
 	}
 	if f.warned {
 		f.warned = false
@@ -90,7 +91,7 @@ func (f *redisFallback) failed(now time.Time, err error) {
 	f.stateMu.Lock()
 	defer f.stateMu.Unlock()
 	if f.state.Swap(stateLocal) != stateLocal && f.backendUp != nil {
-		f.backendUp.Set(0)
+		f.backendUp.WithLabelValues().Set(0)
 	}
 	if f.lastWarn.IsZero() || now.Sub(f.lastWarn) >= redisRateWarnEvery {
 		f.lastWarn, f.warned = now, true

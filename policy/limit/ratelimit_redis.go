@@ -176,7 +176,7 @@ func NewRedisRateLimiter(o RedisRateOptions) *RedisRateLimiter {
 		upMsg:      "Redis answers again: rate limits are shared by the fleet again",
 		downMsg:    "Redis unreachable or too slow: limiting locally at rps / replicas_hint",
 		downFields: []zap.Field{zap.Int("replicas_hint", l.hint), zap.Duration("retry_every", redisRateCooldown), zap.Duration("timeout", o.Timeout)},
-		backendUp:  o.Metrics.RateLimitBackendUp.WithLabelValues()}
+		backendUp:  o.Metrics.RateLimitBackendUp}
 	return l
 }
 

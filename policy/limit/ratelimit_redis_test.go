@@ -79,9 +79,20 @@ func newLimiter(t testing.TB, addr string, o limit.RedisRateOptions) *limiterEnv
 	return e
 }
 
+// backendUp reads faxgate_rate_limit_backend_up through a scrape, so that
+// reading it never creates its series; -1 when it has none.
 func (e *limiterEnv) backendUp(t testing.TB) float64 {
 	t.Helper()
-	return testutil.ToFloat64(e.met.RateLimitBackendUp.WithLabelValues())
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "faxgate_rate_limit_backend_up" && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
 
 func (e *limiterEnv) fallbacks(caller string) float64 {
@@ -433,6 +444,12 @@ func TestRedisMetricsAbsentUntilUsed(t *testing.T) {
 	limit.NewRedisRateLimiter(limit.RedisRateOptions{Metrics: m, Callers: callers(caller("a", 1, 1), caller("b", 1, 1))})
 	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_fallback_total"); err != nil || n != 2 {
 		t.Errorf("%d fallback series for 2 callers (err %v), want 2", n, err)
+	}
+	// Regression: the limiter's construction created backend_up at 0, so a
+	// replica that decided nothing for 10 minutes after its start fired
+	// FaxgateRateLimitFallback.
+	if n, err := testutil.GatherAndCount(reg, "faxgate_rate_limit_backend_up"); err != nil || n != 0 {
+		t.Errorf("%d backend_up series before any decision (err %v), want 0", n, err)
 	}
 }
 
