@@ -57,7 +57,7 @@ type chartMeta struct {
 func Generate(chartYAML, valuesYAML []byte) ([]byte, error) {
 	var meta chartMeta
 	if err := yaml.Unmarshal(chartYAML, &meta); err != nil {
-		return nil, fmt.Errorf("Chart.yaml: %w", err)
+		return nil, fmt.Errorf("chart metadata (Chart.yaml): %w", err)
 	}
 	rows, err := Rows(valuesYAML)
 	if err != nil {
