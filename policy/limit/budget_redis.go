@@ -179,18 +179,7 @@ var _ Budget = (*RedisBudget)(nil)
 
 // NewRedisBudget builds the shared budget; it does not contact Redis.
 func NewRedisBudget(o RedisBudgetOptions) *RedisBudget {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultRedisRateTimeout
-	}
-	if o.Metrics == nil {
-		o.Metrics = NewMetrics(prometheus.NewRegistry())
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
+	sharedDefaults(&o.Now, &o.Timeout, &o.Metrics, &o.Logger)
 	var id [6]byte
 	_, _ = rand.Read(id[:])
 	return &RedisBudget{

@@ -132,3 +132,21 @@ func (c *cooldown) ok() {
 func (c *cooldown) failed(now time.Time) {
 	c.retryAt.Store(now.Add(redisRateCooldown).UnixNano())
 }
+
+// sharedDefaults fills in what the options of a shared limit left unset:
+// the wall clock, DefaultRedisRateTimeout, metrics on a registry nobody
+// scrapes, and no logging.
+func sharedDefaults(now *func() time.Time, timeout *time.Duration, m **Metrics, log **zap.Logger) {
+	if *now == nil {
+		*now = time.Now
+	}
+	if *timeout <= 0 {
+		*timeout = DefaultRedisRateTimeout
+	}
+	if *m == nil {
+		*m = NewMetrics(prometheus.NewRegistry())
+	}
+	if *log == nil {
+		*log = zap.NewNop()
+	}
+}

@@ -143,18 +143,7 @@ func NewRedisRateLimiter(o RedisRateOptions) *RedisRateLimiter {
 	if o.ReplicasHint < 1 {
 		o.ReplicasHint = 1
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultRedisRateTimeout
-	}
-	if o.Metrics == nil {
-		o.Metrics = NewMetrics(prometheus.NewRegistry())
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
+	sharedDefaults(&o.Now, &o.Timeout, &o.Metrics, &o.Logger)
 	l := &RedisRateLimiter{
 		client: o.Client, prefix: o.KeyPrefix, def: o.Default, hint: o.ReplicasHint,
 		now: o.Now, timeout: o.Timeout, log: o.Logger, met: o.Metrics,
