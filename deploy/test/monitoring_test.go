@@ -91,8 +91,8 @@ func TestEveryAlertIsDocumentedAndProven(t *testing.T) {
 				continue
 			}
 			n++
-			if sev := r.Labels["severity"]; sev != "warning" && sev != "critical" {
-				t.Errorf("%s: severity %q, want warning or critical", r.Alert, sev)
+			if sev := r.Labels["severity"]; sev != "info" && sev != "warning" && sev != "critical" {
+				t.Errorf("%s: severity %q, want info, warning or critical", r.Alert, sev)
 			}
 			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[a]) == "" {
@@ -235,7 +235,9 @@ func TestQueriesNameOnlyFaxgateMetrics(t *testing.T) {
 							under[l] = true
 						}
 						if vs.Name == "up" {
-							under["job"], under["instance"] = true, true
+							for _, l := range scrapeLabels {
+								under[l] = true
+							}
 						}
 					}
 					return nil
@@ -260,11 +262,17 @@ func sortedKeys(m map[string]bool) []string {
 	return keys
 }
 
+// scrapeLabels are the labels a scrape adds to every series: job and
+// instance, the target labels of the chart's ServiceMonitor (namespace, pod),
+// and cluster, which a shared Prometheus may add as a target label. The
+// alerts keep them (docs/metrics-and-alerts.md).
+var scrapeLabels = []string{"job", "instance", "namespace", "pod", "cluster"}
+
 // gatewayMetricNames are the series names a running gateway can expose,
 // each with the label names its series carry: every family its registry
 // gathers, and every descriptor of its metrics (a vector with no children
 // yet gathers nothing), with a histogram's _bucket (plus le), _sum and
-// _count. job and instance, which the scrape adds, belong to every series.
+// _count. The scrapeLabels belong to every series.
 func gatewayMetricNames(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: `
@@ -283,7 +291,10 @@ callers:
 	names := map[string]map[string]bool{}
 	add := func(name string, labels ...string) {
 		if names[name] == nil {
-			names[name] = map[string]bool{"job": true, "instance": true}
+			names[name] = map[string]bool{}
+			for _, l := range scrapeLabels {
+				names[name][l] = true
+			}
 		}
 		for _, l := range labels {
 			names[name][l] = true
