@@ -860,13 +860,15 @@ func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 	}
 	var want ruleFile
 	src, _ := os.ReadFile(repoRoot + "/deploy/prometheus/faxgate-rules.yaml")
+	// The chart gives every rule its own release's job.
+	src = bytes.ReplaceAll(src, []byte(`job=~".*faxgate.*"`), []byte(`job="`+find(objs, "PrometheusRule").Metadata.Name+`"`))
 	if err := yaml.UnmarshalStrict(src, &want); err != nil {
 		t.Fatal(err)
 	}
 	gotJSON, _ := json.Marshal(pr.Spec)
 	wantJSON, _ := json.Marshal(want)
 	if !bytes.Equal(gotJSON, wantJSON) {
-		t.Error("the PrometheusRule's groups differ from deploy/prometheus/faxgate-rules.yaml")
+		t.Error("the PrometheusRule's groups differ from deploy/prometheus/faxgate-rules.yaml with the release's job")
 	}
 	var dash *corev1.ConfigMap
 	for _, o := range objs {
@@ -883,6 +885,35 @@ func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 	src, _ = os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
 	if strings.TrimSpace(dash.Data["faxgate.json"]) != strings.TrimSpace(string(src)) {
 		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json")
+	}
+}
+
+// TestChartRulesSelectTheReleasesJob: the rules select the job the chart's
+// ServiceMonitor gives the release's targets, its full name, whatever
+// fullnameOverride says. Regression: the rules file's job=~".*faxgate.*"
+// was copied unchanged, so with a full name without "faxgate" FaxgateAbsent
+// fired forever and no other alert saw the release.
+func TestChartRulesSelectTheReleasesJob(t *testing.T) {
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml", "fullnameOverride=fax-gw"))
+	var pr prometheusRule
+	if err := find(objs, "PrometheusRule").strict(&pr); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			if strings.Contains(r.Expr, "faxgate.*") || !strings.Contains(r.Expr, `job="fax-gw"`) {
+				t.Errorf("%s: expr %q, want it to select job=\"fax-gw\" only", r.Alert, r.Expr)
+			}
+			n++
+		}
+	}
+	if n < 20 {
+		t.Fatalf("%d rules rendered", n)
+	}
+	sm := find(objs, "ServiceMonitor")
+	if sm == nil || !strings.Contains(string(sm.raw), `"replacement":"fax-gw"`) {
+		t.Fatalf("no ServiceMonitor setting job to fax-gw: %+v", sm)
 	}
 }
 
