@@ -12,18 +12,7 @@ import (
 // sensitive delete too: neither may reach anything below /v1/auth. The
 // catch-all extra route matches /v1/auth/x by its parameters, so the test
 // also shows that the refusal comes before route matching.
-const authBelowCallers = `
-callers:
-  trusted_proxies: ["127.0.0.0/8"]
-  list:
-    - name: svc
-      cidrs: ["127.0.0.0/8"]
-      allow: ["*"]
-    - name: ops
-      header_values: ["ops"]
-      allow: ["*", "numbers.delete"]
-rate_limit:
-  default: { rps: 10000, burst: 10000 }
+const authBelowCallers = openCallers + `
 routes:
   extra:
     - { name: generic.pair, method: PUT, path: "/v1/{a}/{b}" }
