@@ -11,7 +11,7 @@ FUZZTIME ?= 30s
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool
 
-.PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test test-browser vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
 
 all: test build
 
@@ -28,6 +28,13 @@ test: vet
 	$(GO) test -race -count=1 -p 1 ./...
 	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
+
+## test-browser: the status page in headless Chromium (chromedp; the browser
+## build tag): skips loudly without chromium on PATH, fails with CI=true. The
+## screenshot goes to $$FAXGATE_TEST_ARTIFACTS (default: the test's temp dir).
+test-browser:
+	$(GO) vet -tags browser ./internal/testing/statuspage/
+	$(GO) test -tags browser -count=1 -v ./internal/testing/statuspage/
 
 vet:
 	$(GO) vet ./...

@@ -113,7 +113,7 @@ func layout(st *Status) *page {
 		ready = cc("not ready: "+st.ReadyReason, "bad")
 	}
 	p.Sections = append(p.Sections, section{ID: "gateway", Title: "Gateway", Tables: []table{{Rows: [][]cell{
-		kv("Version", c(st.Version+" ("+orDash(st.Revision)+")")),
+		kv("Version", c(st.Version+" (revision "+map[bool]string{true: "unknown", false: st.Revision}[st.Revision == ""]+")")),
 		kv("Uptime", c(humanSeconds(st.UptimeSeconds)+", since "+st.Started.Format("2006-01-02 15:04:05 UTC"))),
 		kv("Readiness", ready),
 	}}}})
@@ -220,7 +220,7 @@ func layout(st *Status) *page {
 	}
 	p.Sections = append(p.Sections, section{ID: "config", Title: "Configuration", Tables: []table{{Rows: [][]cell{
 		kv("File", c(orDash(cf.File))),
-		kv("Last load", c(when(cf.LastReload, now)+", "+cf.Trigger)),
+		kv("Last load", c(when(cf.LastReload, now)+", on "+cf.Trigger)),
 		kv("Result", result),
 		kv("Restart required", restart),
 	}}}})
