@@ -83,3 +83,17 @@ func TestActivityTableCarriesOver(t *testing.T) {
 	var nilRing *callerActivity
 	nilRing.record(now, true, true) // a caller outside the rules counts nothing, and does not panic
 }
+
+// BenchmarkActivityRecord is what the status page's counts add to a
+// request: one record, from every core at once on one caller's ring (the
+// worst case: all requests contend on the same slot).
+func BenchmarkActivityRecord(b *testing.B) {
+	a := new(callerActivity)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := time.Now()
+		for pb.Next() {
+			a.record(now, false, false)
+		}
+	})
+}
