@@ -832,6 +832,12 @@ func TestChartNotesWarnAboutTheMemoryStore(t *testing.T) {
 		if n := notes(values); strings.Contains(n, "WARNING") || !strings.Contains(n, "helm test faxgate -n gateways") {
 			t.Errorf("%s: notes\n%s", values, n)
 		}
+		// The status page (docs/status-page.md) through the metrics
+		// Service, the one Service with the admin port.
+		if n := notes(values); !strings.Contains(n, "kubectl port-forward -n gateways svc/faxgate-metrics 9090:9090") ||
+			!strings.Contains(n, "http://127.0.0.1:9090/") {
+			t.Errorf("%s: notes do not tell how to open the status page\n%s", values, n)
+		}
 	}
 }
 
