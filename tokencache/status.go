@@ -5,16 +5,17 @@ import "time"
 // Token states of Status (docs/status-page.md).
 const (
 	StateValid    = "valid"    // a valid token is held and no renewal is under way
-	StateRenewing = "renewing" // a renewal is in flight
-	StateFailing  = "failing"  // the last renewal failed (the current token, if any, still serves)
-	StateNone     = "none"     // no valid token: requests get 503 token_unavailable
+	StateRenewing = "renewing" // a renewal is in flight (requests without a valid token wait for it)
+	StateFailing  = "failing"  // the last renewal failed; the current token still serves
+	StateNone     = "none"     // no valid token and none coming now: requests get 503 token_unavailable
 )
 
 // Status is what the status page shows of the token: never its value.
 type Status struct {
-	// State is StateValid, StateRenewing, StateFailing or StateNone; a
-	// token that is no longer valid is StateNone whatever else is true.
+	// State is StateValid, StateRenewing, StateFailing or StateNone.
 	State string
+	// Valid: a token that may still be sent is held.
+	Valid bool
 	// Expiry is when the current token expires; zero when none is held.
 	Expiry time.Time
 	// Source is where the current token came from: "upstream" (renewed
@@ -45,11 +46,12 @@ func (m *Manager) Status() Status {
 	if t != nil {
 		st.Expiry, st.Source = t.Expiry, m.source
 	}
+	st.Valid = t.Valid(now)
 	switch {
-	case !t.Valid(now):
-		st.State = StateNone
 	case m.fetching:
 		st.State = StateRenewing
+	case !st.Valid:
+		st.State = StateNone
 	case m.failing:
 		st.State = StateFailing
 	default:

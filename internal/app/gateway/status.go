@@ -103,7 +103,9 @@ type Status struct {
 // TokenStatus is the upstream token, never its value.
 type TokenStatus struct {
 	// State is valid, renewing, failing or none.
-	State       string     `json:"state"`
+	State string `json:"state"`
+	// Valid: a token that may still be sent is held.
+	Valid       bool       `json:"valid"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
 	SecondsLeft int64      `json:"seconds_left"`
 	// Source is upstream (renewed here) or redis (adopted from the store).
@@ -221,7 +223,7 @@ func (g *Gateway) status(ctx context.Context) *Status {
 
 	// The token.
 	ts := g.Tokens.Status()
-	st.Token = TokenStatus{State: ts.State, Source: ts.Source, Store: g.cfg.Token.Store, LastResult: ts.LastResult,
+	st.Token = TokenStatus{State: ts.State, Valid: ts.Valid, Source: ts.Source, Store: g.cfg.Token.Store, LastResult: ts.LastResult,
 		Unsynced: ts.Unsynced}
 	if !ts.Expiry.IsZero() {
 		e := ts.Expiry.UTC()
@@ -340,14 +342,16 @@ func problemsOf(st *Status) []string {
 	if !st.Ready {
 		p = append(p, "not ready: "+st.ReadyReason)
 	}
-	switch st.Token.State {
-	case tokencache.StateNone:
+	switch {
+	case !st.Token.Valid && st.Token.State == tokencache.StateRenewing:
+		p = append(p, "no valid upstream token yet: a renewal is in flight, requests wait for it")
+	case !st.Token.Valid:
 		why := "no valid upstream token: requests get 503 token_unavailable"
 		if st.Token.LastResult == "invalid_key" {
 			why += " (the upstream rejected the API secret key)"
 		}
 		p = append(p, why)
-	case tokencache.StateFailing:
+	case st.Token.State == tokencache.StateFailing:
 		p = append(p, "token renewal failing (last result "+st.Token.LastResult+"); the current token serves until it expires")
 	}
 	if st.Config.LastResult == "error" {

@@ -12,6 +12,7 @@ import (
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/app/gateway"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
 // statusCallers: intake by address with a small burst, billing by the mesh
@@ -287,4 +288,39 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestStatusShowsNoToken: with the API key rejected the page says the
+// gateway is not ready and why, and that there is no token, first.
+func TestStatusShowsNoToken(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: statusCallers, SimKey: "another-key", NoWait: true})
+	st := waitStatus(t, g, func(st gateway.Status) bool { return st.Token.LastResult == "invalid_key" })
+	if st.Ready || st.Token.Valid || st.Token.ExpiresAt != nil {
+		t.Errorf("ready %v, token %+v", st.Ready, st.Token)
+	}
+	if len(st.Problems) < 2 || !strings.HasPrefix(st.Problems[0], "not ready: upstream rejected the API secret key") ||
+		!strings.Contains(st.Problems[1], "no valid upstream token") {
+		t.Errorf("problems %q, want not ready and no token first", st.Problems)
+	}
+}
+
+// TestStatusShowsRedisFallback: with the shared rate limit's Redis gone,
+// the page says this replica limits alone.
+func TestStatusShowsRedisFallback(t *testing.T) {
+	r := redistest.Start(t)
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: statusCallers, RateLimitRedisAddr: r.Addr,
+		RateLimitTimeout: time.Second})
+	if resp, _ := g.Do(t, "POST", "/v1/contacts/list", `{}`, "X-Faxgate-Caller", "billing"); resp.StatusCode != 200 {
+		t.Fatalf("with Redis up: %d", resp.StatusCode)
+	}
+	st, _ := getStatus(t, g)
+	if !st.Redis.Configured || st.Redis.RateLimit != "up" || len(st.Problems) != 0 {
+		t.Errorf("with Redis up: redis %+v, problems %q", st.Redis, st.Problems)
+	}
+	r.Kill()
+	g.Do(t, "POST", "/v1/contacts/list", `{}`, "X-Faxgate-Caller", "billing")
+	st, _ = getStatus(t, g)
+	if st.Redis.RateLimit != "fallback" || !contains(st.Problems, "Redis in fallback: the rate limits are decided by this replica alone") {
+		t.Errorf("with Redis gone: redis %+v, problems %q", st.Redis, st.Problems)
+	}
 }

@@ -128,7 +128,7 @@ func layout(st *Status) *page {
 		renewal += ", " + t.LastResult
 	}
 	p.Sections = append(p.Sections, section{ID: "token", Title: "Upstream token", Tables: []table{{Rows: [][]cell{
-		kv("State", cc(t.State, ifBad(t.State == tokencache.StateNone || t.State == tokencache.StateFailing))),
+		kv("State", cc(t.State, ifBad(!t.Valid || t.State == tokencache.StateFailing))),
 		kv("Time left", c(left)),
 		kv("Last renewal", cc(renewal, ifBad(t.LastResult != "" && t.LastResult != "ok"))),
 		kv("Source", c(orDash(t.Source))),
