@@ -30,6 +30,12 @@ type BudgetWaiters interface {
 	WaitingByCaller() map[string]int
 }
 
+// BudgetWaitersFunc adapts a function to BudgetWaiters.
+type BudgetWaitersFunc func() map[string]int
+
+// WaitingByCaller implements BudgetWaiters.
+func (f BudgetWaitersFunc) WaitingByCaller() map[string]int { return f() }
+
 // budgetWaiters is the BudgetWaiters of the gateway: the proxy handler or
 // the budget in force, whichever implements it; nil when none does.
 func (g *Gateway) budgetWaiters() BudgetWaiters {
