@@ -62,14 +62,22 @@ type cell struct {
 	Class string `json:"c,omitempty"`
 }
 
-func c(text string) cell                 { return cell{Text: text} }
-func cc(text, class string) cell         { return cell{Text: text, Class: class} }
+func text(s string) cell                 { return cell{Text: s} }
+func marked(text, class string) cell     { return cell{Text: text, Class: class} }
 func kv(k string, v cell) []cell         { return []cell{{Text: k}, v} }
-func ifBad(bad bool) string              { return map[bool]string{true: "bad"}[bad] }
+func ifBad(bad bool) string              { return pick(bad, "bad", "") }
 func list(s []string) string             { return strings.Join(s, ", ") }
-func orDash(s string) string             { return map[bool]string{true: "-", false: s}[s == ""] }
+func orDash(s string) string             { return pick(s == "", "-", s) }
 func humanSeconds(s int64) string        { return humanDuration(time.Duration(s) * time.Second) }
 func count[T ~int | ~uint64](n T) string { return strconv.FormatUint(uint64(n), 10) }
+
+// pick is a if cond holds, else b.
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
 
 // humanDuration is d in whole seconds, as 45s, 3m05s or 2h07m.
 func humanDuration(d time.Duration) string {
@@ -108,13 +116,13 @@ func layout(st *Status) *page {
 	now := st.Now
 	p := &page{Generated: now.Format("2006-01-02 15:04:05 UTC"), Problems: st.Problems}
 
-	ready := cc("ready", "")
+	ready := marked("ready", "")
 	if !st.Ready {
-		ready = cc("not ready: "+st.ReadyReason, "bad")
+		ready = marked("not ready: "+st.ReadyReason, "bad")
 	}
 	p.Sections = append(p.Sections, section{ID: "gateway", Title: "Gateway", Tables: []table{{Rows: [][]cell{
-		kv("Version", c(st.Version+" (revision "+map[bool]string{true: "unknown", false: st.Revision}[st.Revision == ""]+")")),
-		kv("Uptime", c(humanSeconds(st.UptimeSeconds)+", since "+st.Started.Format("2006-01-02 15:04:05 UTC"))),
+		kv("Version", text(st.Version+" (revision "+pick(st.Revision == "", "unknown", st.Revision)+")")),
+		kv("Uptime", text(humanSeconds(st.UptimeSeconds)+", since "+st.Started.Format("2006-01-02 15:04:05 UTC"))),
 		kv("Readiness", ready),
 	}}}})
 
@@ -128,11 +136,11 @@ func layout(st *Status) *page {
 		renewal += ", " + t.LastResult
 	}
 	p.Sections = append(p.Sections, section{ID: "token", Title: "Upstream token", Tables: []table{{Rows: [][]cell{
-		kv("State", cc(t.State, ifBad(!t.Valid || t.State == tokencache.StateFailing))),
-		kv("Time left", c(left)),
-		kv("Last renewal", cc(renewal, ifBad(t.LastResult != "" && t.LastResult != "ok"))),
-		kv("Source", c(orDash(t.Source))),
-		kv("Store", c(t.Store)),
+		kv("State", marked(t.State, ifBad(!t.Valid || t.State == tokencache.StateFailing))),
+		kv("Time left", text(left)),
+		kv("Last renewal", marked(renewal, ifBad(t.LastResult != "" && t.LastResult != "ok"))),
+		kv("Source", text(orDash(t.Source))),
+		kv("Store", text(t.Store)),
 	}}}})
 
 	id := st.Identity
@@ -160,15 +168,15 @@ func layout(st *Status) *page {
 				rl += " (default)"
 			}
 		}
-		limited := cc("no", "")
+		limited := marked("no", "")
 		if cs.LimitedNow {
-			limited = cc("yes", "warn")
+			limited = marked("yes", "warn")
 		} else if cs.LastLimited != nil {
-			limited = c("no (last " + when(*cs.LastLimited, now) + ")")
+			limited = text("no (last " + when(*cs.LastLimited, now) + ")")
 		}
-		callers.Rows = append(callers.Rows, []cell{c(cs.Name), c(orDash(strings.Join(by, "; "))), c(allowed), c(rl),
-			c(count(cs.Requests5m)), cc(count(cs.Denials5m), map[bool]string{true: "warn"}[cs.Denials5m > 0]),
-			limited, c(count(cs.Waiting))})
+		callers.Rows = append(callers.Rows, []cell{text(cs.Name), text(orDash(strings.Join(by, "; "))), text(allowed), text(rl),
+			text(count(cs.Requests5m)), marked(count(cs.Denials5m), pick(cs.Denials5m > 0, "warn", "")),
+			limited, text(count(cs.Waiting))})
 	}
 	note := "Identity header " + orDash(id.Header) + ", believed from trusted proxies " + orDash(list(id.TrustedProxies)) +
 		"; callers.unidentified: " + id.Unidentified + ". Requests are every answer, denials the gateway's own refusals."
@@ -176,15 +184,15 @@ func layout(st *Status) *page {
 
 	sens := table{Head: []string{"Route", "Confirm", "Granted to"}, Empty: "No sensitive routes."}
 	for _, s := range st.SensitiveRoutes {
-		sens.Rows = append(sens.Rows, []cell{c(s.Route), c(map[bool]string{true: "yes", false: "no"}[s.Confirm]),
-			c(orDash(list(s.Granted)))})
+		sens.Rows = append(sens.Rows, []cell{text(s.Route), text(pick(s.Confirm, "yes", "no")),
+			text(orDash(list(s.Granted)))})
 	}
 	p.Sections = append(p.Sections, section{ID: "sensitive", Title: "Sensitive routes", Tables: []table{sens}})
 
 	b := st.Budget
 	holds := table{Caption: "Holds after an upstream 429", Head: []string{"Route", "Time left"}, Empty: "No route is held."}
 	for _, h := range b.Holds {
-		holds.Rows = append(holds.Rows, []cell{cc(h.Route, "bad"), cc(humanSeconds(h.SecondsLeft), "bad")})
+		holds.Rows = append(holds.Rows, []cell{marked(h.Route, "bad"), marked(humanSeconds(h.SecondsLeft), "bad")})
 	}
 	windows := table{Caption: "Windows per caller", Head: []string{"Limit", "Window", "Caller", "Used", "Reserved", "Remaining"},
 		Empty: "No upstream_budget limits, or no requests in their windows."}
@@ -197,8 +205,8 @@ func layout(st *Status) *page {
 			win += fmt.Sprintf(": %d of %d used per %s", w.Used, l.Effective, l.Per)
 			for _, name := range sortedKeys(w.Callers) {
 				cw := w.Callers[name]
-				windows.Rows = append(windows.Rows, []cell{c(l.Name), c(win), c(name), c(count(cw.Used)),
-					c(count(cw.Reserved)), cc(count(cw.Remaining), ifBad(cw.Remaining == 0))})
+				windows.Rows = append(windows.Rows, []cell{text(l.Name), text(win), text(name), text(count(cw.Used)),
+					text(count(cw.Reserved)), marked(count(cw.Remaining), ifBad(cw.Remaining == 0))})
 			}
 		}
 	}
@@ -210,26 +218,26 @@ func layout(st *Status) *page {
 		Note: "Backend " + b.Backend + ". " + waiting + ".", Tables: []table{holds, windows}})
 
 	cf := st.Config
-	result := cc(orDash(cf.LastResult), ifBad(cf.LastResult == "error"))
+	result := marked(orDash(cf.LastResult), ifBad(cf.LastResult == "error"))
 	if cf.LastResult == "error" {
 		result.Text = "error: the running configuration stays in force\n" + strings.Join(cf.Problems, "\n")
 	}
-	restart := cc("no", "")
+	restart := marked("no", "")
 	if cf.RestartRequired {
-		restart = cc("yes: "+list(cf.RestartSettings), "bad")
+		restart = marked("yes: "+list(cf.RestartSettings), "bad")
 	}
 	p.Sections = append(p.Sections, section{ID: "config", Title: "Configuration", Tables: []table{{Rows: [][]cell{
-		kv("File", c(orDash(cf.File))),
-		kv("Last load", c(when(cf.LastReload, now)+", on "+cf.Trigger)),
+		kv("File", text(orDash(cf.File))),
+		kv("Last load", text(when(cf.LastReload, now)+", on "+cf.Trigger)),
 		kv("Result", result),
 		kv("Restart required", restart),
 	}}}})
 
 	r := st.Redis
-	redis := table{Rows: [][]cell{kv("Configured", c(map[bool]string{true: "yes: " + list(r.Addrs), false: "no"}[r.Configured]))}}
+	redis := table{Rows: [][]cell{kv("Configured", text(pick(r.Configured, "yes: "+list(r.Addrs), "no")))}}
 	for _, u := range []struct{ k, v string }{{"Rate limits", r.RateLimit}, {"Upstream budget", r.Budget}, {"Token store", r.TokenStore}} {
 		if u.v != "" {
-			redis.Rows = append(redis.Rows, kv(u.k, cc(u.v, ifBad(u.v == limit.SharedFallback))))
+			redis.Rows = append(redis.Rows, kv(u.k, marked(u.v, ifBad(u.v == limit.SharedFallback))))
 		}
 	}
 	p.Sections = append(p.Sections, section{ID: "redis", Title: "Redis", Tables: []table{redis}})
@@ -237,12 +245,12 @@ func layout(st *Status) *page {
 	certs := table{Head: []string{"Domain", "Expires", "Time left"}, Empty: "No certificates: server.tls.mode is " + st.TLS.Mode + "."}
 	for _, ct := range st.TLS.Certificates {
 		if ct.NotAfter == nil {
-			certs.Rows = append(certs.Rows, []cell{c(ct.Domain), cc("none yet", "bad"), c("-")})
+			certs.Rows = append(certs.Rows, []cell{text(ct.Domain), marked("none yet", "bad"), text("-")})
 			continue
 		}
 		soon := time.Duration(ct.SecondsLeft)*time.Second < certWarnBefore
-		certs.Rows = append(certs.Rows, []cell{c(ct.Domain), c(ct.NotAfter.Format("2006-01-02 15:04:05 UTC")),
-			cc(humanSeconds(ct.SecondsLeft), ifBad(soon))})
+		certs.Rows = append(certs.Rows, []cell{text(ct.Domain), text(ct.NotAfter.Format("2006-01-02 15:04:05 UTC")),
+			marked(humanSeconds(ct.SecondsLeft), ifBad(soon))})
 	}
 	p.Sections = append(p.Sections, section{ID: "tls", Title: "TLS (mode " + st.TLS.Mode + ")", Tables: []table{certs}})
 	return p
