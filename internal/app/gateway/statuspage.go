@@ -63,7 +63,7 @@ type cell struct {
 }
 
 func text(s string) cell                 { return cell{Text: s} }
-func marked(text, class string) cell     { return cell{Text: text, Class: class} }
+func marked(s, class string) cell        { return cell{Text: s, Class: class} }
 func kv(k string, v cell) []cell         { return []cell{{Text: k}, v} }
 func ifBad(bad bool) string              { return pick(bad, "bad", "") }
 func list(s []string) string             { return strings.Join(s, ", ") }
