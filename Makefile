@@ -11,7 +11,7 @@ FUZZTIME ?= 30s
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool
 
-.PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools mixin
 
 all: test build
 
@@ -37,16 +37,13 @@ vet:
 tools:
 	.ci/install-tools
 
-## sync-deploy: copy the rules and the dashboard into the chart (Helm reads
-## only files inside it); a test fails while the copies differ
-sync-deploy:
+## mixin: write the alert rules, the dashboard and the README's alert table
+## from their Go source, deploy/mixin, into deploy/, the chart (Helm reads
+## only files inside it) and README.md; a test fails while any is stale
+mixin:
+	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md
 	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
 	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
-
-## dashboard: regenerate deploy/grafana/faxgate.json from deploy/tools/dashboard.py
-dashboard:
-	python3 deploy/tools/dashboard.py
-	$(MAKE) sync-deploy
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
