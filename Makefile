@@ -4,10 +4,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 FUZZTIME ?= 30s
+SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus for .ci/install-tools.
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool
 
@@ -29,11 +30,24 @@ test: vet
 	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
+## test-alerting: the alerting e2e (deploy/test/alerting, build tag alerting):
+## faxgate replicas of two releases, faxsim and Redis, under a real Prometheus
+## and Alertmanager (from `make tools`), with the chart's rules; the alerts'
+## events, every dashboard query, and a soak of SOAK_DURATION (2m unless set)
+test-alerting:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 15m -v ./alerting/
+
+## soak: the alerting e2e's soak alone, for ten minutes
+soak: SOAK_DURATION = 10m
+soak:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 25m -v -run '^TestSoak$$' ./alerting/
+
 vet:
 	$(GO) vet ./...
-	cd $(DEPLOY_TEST) && $(GO) vet ./...
+	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
 
-## tools: build the pinned helm and promtool into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus and alertmanager into
+## ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
@@ -55,7 +69,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
-	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
