@@ -1,5 +1,5 @@
 // Package alerting is the end-to-end proof of faxgate's alerts and dashboard
-// (docs/metrics-and-alerts.md, "The alerting e2e"): real faxgate processes of
+// (docs/development.md, "The alerting e2e"): real faxgate processes of
 // two releases in front of faxsim and Redis, scraped every second by a real
 // Prometheus that evaluates the alert rules the Helm chart renders, and a
 // real Alertmanager that routes by namespace to webhooks of the test.

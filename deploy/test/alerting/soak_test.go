@@ -30,11 +30,11 @@ const (
 )
 
 // TestSoak runs healthy mixed traffic through both releases with the chart's
-// rules at their real for: durations (docs/metrics-and-alerts.md, "Quiet
-// when healthy"): 1 MiB uploads on faxes.send that the vendor answers after
+// rules at their real for: durations (docs/metrics-and-alerts.md, the
+// "Quiet" promise): 1 MiB uploads on faxes.send that the vendor answers after
 // 4 to 8 s, a caller meeting its own rate limit, one vendor 429 with
 // Retry-After: 1, and one replica restarted. No warning or critical alert may
-// fire, and none may stay pending for more than a minute. Then every query of
+// fire, or stay pending for more than a minute. Then every query of
 // the dashboard runs on that Prometheus (TestSoak/dashboard).
 func TestSoak(t *testing.T) {
 	d := defaultSoakDuration

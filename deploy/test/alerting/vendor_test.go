@@ -25,7 +25,8 @@ type vendor struct {
 }
 
 // maxUploadDelay is how long the vendor takes for an upload at most
-// (docs/metrics-and-alerts.md: uploads of 1 MiB take up to 8 s upstream).
+// (docs/development.md, "The alerting e2e": the soak's 1 MiB uploads take
+// up to 8 s upstream).
 const maxUploadDelay = 8 * time.Second
 
 func newVendor(t *testing.T, simURL string) *vendor {
