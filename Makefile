@@ -4,14 +4,15 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 FUZZTIME ?= 30s
+SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus for .ci/install-tools.
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool
 
-.PHONY: all build test test-browser vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test test-browser vet lint bench pgo fuzz tidy-check check-example clean tools mixin
 
 all: test build
 
@@ -36,24 +37,34 @@ test-browser:
 	$(GO) vet -tags browser ./internal/testing/statuspage/
 	$(GO) test -tags browser -count=1 -v ./internal/testing/statuspage/
 
+## test-alerting: the alerting e2e (deploy/test/alerting, build tag alerting):
+## faxgate replicas of two releases, faxsim and Redis, under a real Prometheus
+## and Alertmanager (from `make tools`), with the chart's rules; the alerts'
+## events, every dashboard query, and a soak of SOAK_DURATION (2m unless set)
+test-alerting:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 15m -v ./alerting/
+
+## soak: the alerting e2e's soak alone, for ten minutes
+soak: SOAK_DURATION = 10m
+soak:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 25m -v -run '^TestSoak$$' ./alerting/
+
 vet:
 	$(GO) vet ./...
-	cd $(DEPLOY_TEST) && $(GO) vet ./...
+	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
 
-## tools: build the pinned helm and promtool into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus and alertmanager into
+## ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
-## sync-deploy: copy the rules and the dashboard into the chart (Helm reads
-## only files inside it); a test fails while the copies differ
-sync-deploy:
+## mixin: write the alert rules, the dashboard and the README's alert table
+## from their Go source, deploy/mixin, into deploy/, the chart (Helm reads
+## only files inside it) and README.md; a test fails while any is stale
+mixin:
+	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md
 	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
 	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
-
-## dashboard: regenerate deploy/grafana/faxgate.json from deploy/tools/dashboard.py
-dashboard:
-	python3 deploy/tools/dashboard.py
-	$(MAKE) sync-deploy
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
@@ -65,7 +76,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
-	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
