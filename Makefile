@@ -12,7 +12,7 @@ SOAK_DURATION ?= 2m
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool
 
-.PHONY: all build test test-browser vet lint bench pgo fuzz tidy-check check-example clean tools mixin
+.PHONY: all build test test-browser test-alerting soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin
 
 all: test build
 
