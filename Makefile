@@ -7,11 +7,12 @@ FUZZTIME ?= 30s
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool for .ci/install-tools.
+# go.mod); .ci/tools/promtool and .ci/tools/jaeger pin promtool and Jaeger
+# for .ci/install-tools.
 DEPLOY_TEST := deploy/test
-TOOL_MODULES := .ci/tools/promtool
+TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
 
-.PHONY: all build test vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test test-tracing vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
 
 all: test build
 
@@ -29,11 +30,18 @@ test: vet
 	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
+## test-tracing: the tracing end-to-end test against a real Jaeger v2 with
+## memory storage (docs/tracing.md); the jaeger binary comes from `make
+## tools` (without it the test skips loudly, and fails with CI=true)
+test-tracing:
+	$(GO) test -race -count=1 -tags tracing ./internal/testing/tracing/
+
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) vet ./...
 
-## tools: build the pinned helm and promtool into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool and jaeger into ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
@@ -58,6 +66,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
