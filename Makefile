@@ -27,7 +27,7 @@ build:
 ## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
-	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
+	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestAllocsPerUnsampledRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
 ## test-tracing: the tracing end-to-end test against a real Jaeger v2 with
@@ -72,7 +72,7 @@ lint:
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
 bench:
-	$(GO) test -run '^TestAllocsPerRequest$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
+	$(GO) test -run '^TestAllocsPer(Unsampled)?Request$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
 
 ## pgo: merge the CPU profiles in PROFILES (taken under the bench rig's list,
 ## dl64k and up1m loads, admin.pprof: true) into cmd/faxgate/default.pgo,

@@ -64,9 +64,10 @@ func (l accessLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("upstream_status", ex.upstreamStatus)
 	enc.AddString("error", ex.code)
 	if ex.hasID {
-		enc.AddString("trace_id", ex.traceID.String())
-		if ex.spanID.IsValid() {
-			enc.AddString("span_id", ex.spanID.String())
+		trace, span := ex.idStrings()
+		enc.AddString("trace_id", trace)
+		if span != "" {
+			enc.AddString("span_id", span)
 		}
 	}
 	return nil

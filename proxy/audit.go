@@ -62,9 +62,10 @@ func auditDecision(ex *exchange) (decision, reason string) {
 
 // traceFields are the audit line's trace_id, and span_id with tracing on.
 func traceFields(ex *exchange) []zap.Field {
-	f := []zap.Field{zap.String("trace_id", ex.traceID.String())}
-	if ex.spanID.IsValid() {
-		f = append(f, zap.String("span_id", ex.spanID.String()))
+	trace, span := ex.idStrings()
+	f := []zap.Field{zap.String("trace_id", trace)}
+	if span != "" {
+		f = append(f, zap.String("span_id", span))
 	}
 	return f
 }

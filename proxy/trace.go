@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -23,12 +24,64 @@ import (
 // traceContext is the W3C Trace Context propagator; it holds no state.
 var traceContext propagation.TraceContext
 
+// headerCarrier carries the Trace Context headers in an http.Header by
+// their canonical keys: propagation.HeaderCarrier's Get and Set would
+// canonicalize "traceparent" into a new string on every request.
+type headerCarrier http.Header
+
+var _ propagation.TextMapCarrier = headerCarrier(nil)
+
+func canonicalTraceKey(k string) string {
+	switch k {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+func (c headerCarrier) Get(k string) string {
+	if vs := c[canonicalTraceKey(k)]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(k, v string) { c[canonicalTraceKey(k)] = []string{v} }
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// serverSpan are the SERVER span's options, built once: a variadic
+// argument would be allocated on every request.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // traceIDs is what a request's log lines carry of its trace.
 type traceIDs struct {
 	span    trace.Span // the SERVER span; nil when tracing is off
 	traceID trace.TraceID
 	spanID  trace.SpanID // valid only with tracing on
 	hasID   bool         // traceID is set
+	hex     [48]byte     // the IDs in hex, for idStrings
+}
+
+// idStrings returns the IDs in hex ("" for a span ID not set), in
+// memory of the exchange: TraceID.String would allocate on every line.
+// The strings live as long as the exchange, which is never reused.
+func (t *traceIDs) idStrings() (trace, span string) {
+	tracing.AppendHex(t.hex[:0], t.traceID[:])
+	trace = unsafe.String(&t.hex[0], 32)
+	if t.spanID.IsValid() {
+		tracing.AppendHex(t.hex[32:32], t.spanID[:])
+		span = unsafe.String(&t.hex[32], 16)
+	}
+	return trace, span
 }
 
 // startTrace runs at the start of a request. With tracing off it reads the
@@ -42,10 +95,10 @@ func (h *Handler) startTrace(r *http.Request, ex *exchange) *http.Request {
 		}
 		return r
 	}
-	ctx := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := traceContext.Extract(r.Context(), headerCarrier(r.Header))
 	// The name is settled in endTrace, once the route is known; the
 	// sampler sees the method only.
-	ctx, span := h.tracer.Start(ctx, ex.method, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := h.tracer.Start(ctx, ex.method, serverSpan...)
 	sc := span.SpanContext()
 	ex.span, ex.traceID, ex.spanID, ex.hasID = span, sc.TraceID(), sc.SpanID(), true
 	return r.WithContext(ctx)
@@ -107,8 +160,13 @@ func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int
 		return nil
 	}
 	ctx := req.Context()
+	// The caller's tracestate goes up only as part of a trace it belongs
+	// to: Inject writes it back from the span context, where a valid
+	// traceparent put it; beside an invalid one it is dropped, as W3C
+	// Trace Context asks.
+	delete(req.Header, "Tracestate")
 	if !ex.span.IsRecording() {
-		traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
+		traceContext.Inject(ctx, headerCarrier(req.Header))
 		return nil
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
@@ -130,7 +188,7 @@ func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int
 		attrs = append(attrs, attribute.Int("http.request.resend_count", resend))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	traceContext.Inject(ctx, headerCarrier(req.Header))
 	return span
 }
 
