@@ -76,8 +76,10 @@ func wantAttrs(t *testing.T, s otlptest.Span, want map[string]string) {
 func TestTracingSpanTree(t *testing.T) {
 	col := otlptest.Start(t, otlptest.Accept)
 	rs := redistest.Start(t)
-	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1),
-		RedisAddr: rs.Addr, RateLimitRedisAddr: rs.Addr, RateLimitTimeout: 2 * time.Second})
+	const collectorAuth = "Bearer collector-Secret-42"
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1) + "  headers_env: OTLP_HEADERS\n",
+		RedisAddr: rs.Addr, RateLimitRedisAddr: rs.Addr, RateLimitTimeout: 2 * time.Second,
+		Env: map[string]string{"OTLP_HEADERS": "Authorization=Bearer%20collector-Secret-42,X-Scope-OrgID=team-a"}})
 	token := g.Tokens.Current().Value.Reveal()
 
 	resp, body := g.Do(t, "POST", "/v1/contacts/create?secret="+canaryQuery,
@@ -186,8 +188,17 @@ func TestTracingSpanTree(t *testing.T) {
 		}
 	}
 
+	// headers_env's headers go to the collector, as headers only.
+	for _, h := range col.Headers() {
+		if h.Get("Authorization") != collectorAuth || h.Get("X-Scope-OrgID") != "team-a" {
+			t.Errorf("an export came with Authorization %q X-Scope-OrgID %q, want headers_env's", h.Get("Authorization"), h.Get("X-Scope-OrgID"))
+			break
+		}
+	}
+
 	noSecrets(t, col, map[string]string{"API key": gatewaytest.Key, "token": token, "query": canaryQuery,
-		"body": canaryBody, "caller Authorization": canaryAuth, "X-Api-Key": canaryKey, "Cookie": canaryCookie})
+		"body": canaryBody, "caller Authorization": canaryAuth, "X-Api-Key": canaryKey, "Cookie": canaryCookie,
+		"collector's authorization": "collector-Secret-42"})
 }
 
 func names(spans []otlptest.Span) []string {

@@ -67,6 +67,10 @@ type Options struct {
 	// fallback.
 	RateLimitTimeout time.Duration
 
+	// Env holds more environment variables for the gateway (its config's
+	// ${NAME} and the variables it names), beside the API key's.
+	Env map[string]string
+
 	// TLS, when set, serves the proxy listener over TLS: the harness
 	// writes server.tls (mode files), so Config must have no server.tls.
 	TLS *TLS
@@ -181,12 +185,14 @@ func Start(t testing.TB, o Options) *Gateway {
 	} else if o.RateLimitRedisAddr != "" {
 		yaml += fmt.Sprintf("redis:\n  addrs: [%q]\n", o.RateLimitRedisAddr)
 	}
-	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
+	getenv := func(k string) (string, bool) {
 		if k == "FG_TEST_KEY" {
 			return Key, true
 		}
-		return "", false
-	})
+		v, ok := o.Env[k]
+		return v, ok
+	}
+	cfg, err := config.Parse([]byte(yaml), getenv)
 	if err != nil {
 		t.Fatalf("test config: %v\n%s", err, yaml)
 	}
@@ -212,12 +218,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	// configuration are shortened, so outages show in milliseconds.
 	gw, err := gateway.New(cfg, gateway.Deps{
 		Logs: gl, Registry: reg, Clock: clock.Real{}, Version: "test",
-		Getenv: func(k string) (string, bool) {
-			if k == "FG_TEST_KEY" {
-				return Key, true
-			}
-			return "", false
-		},
+		Getenv:           getenv,
 		TokenLeaseTTL:    2 * time.Second,
 		RedisOpTimeout:   500 * time.Millisecond,
 		RateLimitTimeout: o.RateLimitTimeout,
