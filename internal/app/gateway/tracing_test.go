@@ -75,10 +75,11 @@ func wantAttrs(t *testing.T, s otlptest.Span, want map[string]string) {
 // the log lines carry its IDs; and no secret reaches the collector.
 func TestTracingSpanTree(t *testing.T) {
 	col := otlptest.Start(t, otlptest.Accept)
-	rs := redistest.Start(t)
+	const redisPassword = "RedisPassword-Canary-9e8d"
+	rs := redistest.Start(t, "--requirepass", redisPassword)
 	const collectorAuth = "Bearer collector-Secret-42"
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1) + "  headers_env: OTLP_HEADERS\n",
-		RedisAddr: rs.Addr, RateLimitRedisAddr: rs.Addr, RateLimitTimeout: 2 * time.Second,
+		RedisAddr: rs.Addr, RateLimitRedisAddr: rs.Addr, RateLimitTimeout: 2 * time.Second, RedisPassword: redisPassword,
 		Env: map[string]string{"OTLP_HEADERS": "Authorization=Bearer%20collector-Secret-42,X-Scope-OrgID=team-a"}})
 	token := g.Tokens.Current().Value.Reveal()
 
@@ -198,7 +199,7 @@ func TestTracingSpanTree(t *testing.T) {
 
 	noSecrets(t, col, map[string]string{"API key": gatewaytest.Key, "token": token, "query": canaryQuery,
 		"body": canaryBody, "caller Authorization": canaryAuth, "X-Api-Key": canaryKey, "Cookie": canaryCookie,
-		"collector's authorization": "collector-Secret-42"})
+		"collector's authorization": "collector-Secret-42", "Redis password": redisPassword})
 }
 
 func names(spans []otlptest.Span) []string {

@@ -67,6 +67,9 @@ type Options struct {
 	// fallback.
 	RateLimitTimeout time.Duration
 
+	// RedisPassword, when set, is the password of the Redis at RedisAddr
+	// or RateLimitRedisAddr (redis.password_env names a variable holding it).
+	RedisPassword string
 	// Env holds more environment variables for the gateway (its config's
 	// ${NAME} and the variables it names), beside the API key's.
 	Env map[string]string
@@ -185,9 +188,15 @@ func Start(t testing.TB, o Options) *Gateway {
 	} else if o.RateLimitRedisAddr != "" {
 		yaml += fmt.Sprintf("redis:\n  addrs: [%q]\n", o.RateLimitRedisAddr)
 	}
+	if o.RedisPassword != "" && (o.RedisAddr != "" || o.RateLimitRedisAddr != "") {
+		yaml += "  password_env: FG_TEST_REDIS_PASSWORD\n"
+	}
 	getenv := func(k string) (string, bool) {
 		if k == "FG_TEST_KEY" {
 			return Key, true
+		}
+		if k == "FG_TEST_REDIS_PASSWORD" && o.RedisPassword != "" {
+			return o.RedisPassword, true
 		}
 		v, ok := o.Env[k]
 		return v, ok
