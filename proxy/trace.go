@@ -119,7 +119,7 @@ func (h *Handler) endTrace(ex *exchange, status int) {
 		attribute.String("http.request.method", ex.method),
 		attribute.Int("http.response.status_code", status),
 		tracing.Caller.String(ex.caller))
-	if tmpl := h.template(ex); tmpl != "" {
+	if tmpl := routeTemplate(ex); tmpl != "" {
 		attrs = append(attrs, attribute.String("http.route", tmpl))
 	}
 	if ex.code != "" {
@@ -140,9 +140,9 @@ func (h *Handler) endTrace(ex *exchange, status int) {
 	span.End()
 }
 
-// template is the path template of ex's route, "" when the request
-// resolved to no route of the table.
-func (h *Handler) template(ex *exchange) string {
+// routeTemplate is the path template of ex's route, "" when the request
+// resolved to no route of the table (unmatched, or refused before).
+func routeTemplate(ex *exchange) string {
 	if ex.rules == nil || ex.target.Route == "" {
 		return ""
 	}
@@ -179,7 +179,7 @@ func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int
 		}
 	}
 	name := req.Method
-	if tmpl := t.template(ex); tmpl != "" {
+	if tmpl := routeTemplate(ex); tmpl != "" {
 		// Never url.full: the query string stays out of traces.
 		attrs = append(attrs, attribute.String("url.template", tmpl))
 		name += " " + tmpl
@@ -190,14 +190,6 @@ func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	traceContext.Inject(ctx, headerCarrier(req.Header))
 	return span
-}
-
-// template is the route's path template, for a client span's name.
-func (t *authTransport) template(ex *exchange) string {
-	if ex.rules == nil {
-		return ""
-	}
-	return ex.rules.Table.Template(ex.target.Route)
 }
 
 // endAttempt ends an attempt's CLIENT span with the upstream's status. A
