@@ -78,7 +78,8 @@ func TestTracingSpanTree(t *testing.T) {
 	const redisPassword = "RedisPassword-Canary-9e8d"
 	rs := redistest.Start(t, "--requirepass", redisPassword)
 	const collectorAuth = "Bearer collector-Secret-42"
-	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1) + "  headers_env: OTLP_HEADERS\n",
+	const budget = "upstream_budget:\n  limits:\n    - { name: tenant, scope: tenant, requests: 100000, per: 24h }\n"
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + budget + tracingYAML(col.URL, 1) + "  headers_env: OTLP_HEADERS\n",
 		RedisAddr: rs.Addr, RateLimitRedisAddr: rs.Addr, RateLimitTimeout: 2 * time.Second, RedisPassword: redisPassword,
 		Env: map[string]string{"OTLP_HEADERS": "Authorization=Bearer%20collector-Secret-42,X-Scope-OrgID=team-a"}})
 	token := g.Tokens.Current().Value.Reveal()
@@ -94,6 +95,11 @@ func TestTracingSpanTree(t *testing.T) {
 	resp, _ = g.Do(t, "POST", "/v1/numbers/delete", `{"number_id":"n1"}`, "Content-Type", "application/json")
 	if resp.StatusCode != 403 {
 		t.Fatalf("numbers.delete: status %d, want 403", resp.StatusCode)
+	}
+	// Redis gone: the decision is made locally, and the span says so.
+	rs.Kill()
+	if resp, body = g.Do(t, "POST", "/v1/contacts/list", `{}`, "Content-Type", "application/json"); resp.StatusCode != 200 {
+		t.Fatalf("contacts.list without Redis: %d %s", resp.StatusCode, body)
 	}
 	rec := g.Sim.Requests()
 	var upstreamTP string
@@ -125,23 +131,40 @@ func TestTracingSpanTree(t *testing.T) {
 	}
 
 	kids := children(spans, srv)
-	var client, redis otlptest.Span
+	var client, redis, budgetSpan otlptest.Span
 	for _, k := range kids {
 		switch {
 		case k.Kind == "CLIENT" && strings.HasPrefix(k.Name, "POST "):
 			client = k
 		case k.Name == "ratelimit.redis":
 			redis = k
+		case k.Name == "budget.redis":
+			budgetSpan = k
 		}
 	}
-	if client.SpanID == "" || redis.SpanID == "" {
-		t.Fatalf("children of the request span: %v, want a CLIENT span and ratelimit.redis", names(kids))
+	if client.SpanID == "" || redis.SpanID == "" || budgetSpan.SpanID == "" {
+		t.Fatalf("children of the request span: %v, want a CLIENT span, ratelimit.redis and budget.redis", names(kids))
 	}
+	wantAttrs(t, budgetSpan, map[string]string{"db.system.name": "redis", "faxgate.backend": "redis"})
 	wantAttrs(t, client, map[string]string{"http.request.method": "POST", "url.template": "/v1/contacts/create",
 		"http.response.status_code": "200"})
 	wantAttrs(t, redis, map[string]string{"db.system.name": "redis", "faxgate.backend": "redis"})
 	if want := "00-" + srv.TraceID + "-" + client.SpanID + "-01"; upstreamTP != want {
 		t.Errorf("upstream traceparent = %q, want the client span's %q", upstreamTP, want)
+	}
+
+	if list := byName(spans, "POST contacts.list"); len(list) != 1 {
+		t.Errorf("got %d contacts.list spans, want 1", len(list))
+	} else {
+		var local bool
+		for _, k := range children(spans, list[0]) {
+			if k.Name == "ratelimit.redis" {
+				local = k.Attrs["faxgate.backend"] == "local" && k.StatusError && !strings.Contains(k.StatusText, "127.0.0.1")
+			}
+		}
+		if !local {
+			t.Errorf("with Redis gone, no ratelimit.redis span with faxgate.backend local and an Error status: %v", names(children(spans, list[0])))
+		}
 	}
 
 	denied := byName(spans, "POST numbers.delete")
