@@ -211,11 +211,11 @@ func endAttempt(span trace.Span, resp *http.Response, err error) {
 	span.End()
 }
 
-// BudgetWait is the span of one wait for the upstream budget (a Retry-After
+// budgetWait is the span of one wait for the upstream budget (a Retry-After
 // hold's end, or a slot of an upstream_budget limit: docs/upstream-budget.md)
 // of a request that would otherwise be refused with 429. The zero value,
 // what startBudgetWait returns with tracing off or for an unsampled
-// request, does nothing and cost nothing to make.
+// request, does nothing and costs nothing to make.
 //
 // The waiting code calls it like this:
 //
