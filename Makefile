@@ -4,15 +4,16 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 FUZZTIME ?= 30s
+SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool and .ci/tools/jaeger pin promtool and Jaeger
-# for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus, and .ci/tools/jaeger
+# pins Jaeger, for .ci/install-tools.
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
 
-.PHONY: all build test test-tracing vet lint bench pgo fuzz tidy-check check-example clean tools sync-deploy dashboard
+.PHONY: all build test test-browser test-tracing vet lint bench pgo fuzz tidy-check check-example clean tools mixin
 
 all: test build
 
@@ -30,6 +31,25 @@ test: vet
 	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestAllocsPerUnsampledRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
+## test-browser: the status page in headless Chromium (chromedp; the browser
+## build tag): skips loudly without chromium on PATH, fails with CI=true. The
+## screenshot goes to $$FAXGATE_TEST_ARTIFACTS (default: the test's temp dir).
+test-browser:
+	$(GO) vet -tags browser ./internal/testing/statuspage/
+	$(GO) test -tags browser -count=1 -v ./internal/testing/statuspage/
+
+## test-alerting: the alerting e2e (deploy/test/alerting, build tag alerting):
+## faxgate replicas of two releases, faxsim and Redis, under a real Prometheus
+## and Alertmanager (from `make tools`), with the chart's rules; the alerts'
+## events, every dashboard query, and a soak of SOAK_DURATION (2m unless set)
+test-alerting:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 15m -v ./alerting/
+
+## soak: the alerting e2e's soak alone, for ten minutes
+soak: SOAK_DURATION = 10m
+soak:
+	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 25m -v -run '^TestSoak$$' ./alerting/
+
 ## test-tracing: the tracing end-to-end test against a real Jaeger v2 with
 ## memory storage (docs/tracing.md); the jaeger binary comes from `make
 ## tools` (without it the test skips loudly, and fails with CI=true)
@@ -39,22 +59,20 @@ test-tracing:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags tracing ./internal/testing/tracing/
-	cd $(DEPLOY_TEST) && $(GO) vet ./...
+	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
 
-## tools: build the pinned helm, promtool and jaeger into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus, alertmanager and jaeger
+## into ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
-## sync-deploy: copy the rules and the dashboard into the chart (Helm reads
-## only files inside it); a test fails while the copies differ
-sync-deploy:
+## mixin: write the alert rules, the dashboard and the README's alert table
+## from their Go source, deploy/mixin, into deploy/, the chart (Helm reads
+## only files inside it) and README.md; a test fails while any is stale
+mixin:
+	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md
 	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
 	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
-
-## dashboard: regenerate deploy/grafana/faxgate.json from deploy/tools/dashboard.py
-dashboard:
-	python3 deploy/tools/dashboard.py
-	$(MAKE) sync-deploy
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
@@ -67,7 +85,7 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags tracing ./internal/testing/tracing/
-	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine

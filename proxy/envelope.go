@@ -87,7 +87,7 @@ func forbidden(caller, route string) *gatewayError {
 }
 
 func rateLimited(caller string) *gatewayError {
-	return &gatewayError{http.StatusTooManyRequests, "rate_limited", "rate limit exceeded for caller " + caller}
+	return &gatewayError{http.StatusTooManyRequests, codeRateLimited, "rate limit exceeded for caller " + caller}
 }
 
 func routeMethod(route string) *gatewayError {

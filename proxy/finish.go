@@ -33,6 +33,8 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	}
 	pm.request(ex.method, status).Inc()
 	pm.duration.Observe(elapsed.Seconds())
+	denied := ex.code != "" && ex.code != codeClientClosed
+	pm.activity.record(now, denied, denied && ex.code == codeRateLimited)
 	if al := h.opts.AccessLog; al != nil {
 		ex.status, ex.elapsed = status, elapsed
 		al.write(now, ex)

@@ -100,7 +100,15 @@ func (h *Handler) Rules() *policy.Rules { return h.rules.Load() }
 // SetRules replaces the rules for every request that starts afterwards.
 func (h *Handler) SetRules(r *policy.Rules) {
 	h.opts.Metrics.startSeries(r)
-	h.children.Store(newMetricCache(h.opts.Metrics))
+	var prev *activityTable
+	if c := h.children.Load(); c != nil {
+		prev = c.activity
+	}
+	var callers []string
+	if r != nil && r.Policy != nil {
+		callers = r.Policy.Callers()
+	}
+	h.children.Store(newMetricCache(h.opts.Metrics, newActivityTable(callers, prev)))
 	h.rules.Store(r)
 }
 

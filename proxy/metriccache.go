@@ -24,6 +24,9 @@ type pairMetrics struct {
 	caller, route string
 	m             *Metrics
 	duration      prometheus.Observer // faxgate_request_duration_seconds{caller,route}
+	// activity is the caller's ring for the status page (activity.go);
+	// nil for a caller outside the rules.
+	activity *callerActivity
 
 	// The route's upstream children are looked up on first use, not with
 	// the pair: a series appears only once it has something to say (a
@@ -42,11 +45,14 @@ type codeKey struct {
 }
 
 type metricCache struct {
-	m     *Metrics
-	pairs lockedMap[pairKey, *pairMetrics]
+	m        *Metrics
+	activity *activityTable
+	pairs    lockedMap[pairKey, *pairMetrics]
 }
 
-func newMetricCache(m *Metrics) *metricCache { return &metricCache{m: m} }
+func newMetricCache(m *Metrics, activity *activityTable) *metricCache {
+	return &metricCache{m: m, activity: activity}
+}
 
 // lockedMap is a map read far more often than written: a read takes the
 // read lock only, and a missing value is built once, under the write lock.
@@ -78,7 +84,7 @@ func (lm *lockedMap[K, V]) get(k K, build func() V) V {
 func (c *metricCache) pair(caller, route string) *pairMetrics {
 	return c.pairs.get(pairKey{caller, route}, func() *pairMetrics {
 		return &pairMetrics{caller: caller, route: route, m: c.m,
-			duration: c.m.RequestDuration.WithLabelValues(caller, route)}
+			duration: c.m.RequestDuration.WithLabelValues(caller, route), activity: c.activity.of(caller)}
 	})
 }
 

@@ -13,7 +13,7 @@ import (
 func TestMetricCacheUsesTheVectorsChildren(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	c := newMetricCache(m)
+	c := newMetricCache(m, nil)
 
 	p := c.pair("svc", "contacts.list")
 	if c.pair("svc", "contacts.list") != p {

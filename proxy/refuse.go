@@ -23,7 +23,7 @@ func (h *Handler) upstreamError(w *responseWriter, ex *exchange, err error) {
 		}
 	case ex.up.caller != nil && ex.up.caller.Err() != nil:
 		// The caller went away; nobody reads an answer. 499 is the log's word for it.
-		ex.code = "client_closed"
+		ex.code = codeClientClosed
 		w.status = 499
 		return
 	default:

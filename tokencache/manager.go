@@ -79,6 +79,11 @@ type Manager struct {
 	renewAt    time.Time
 	unsynced   *Token // renewed during a shared-store outage, to be written back
 	fleet      fleetState
+	// For Status: the last renewal attempt (when it ended and how) and
+	// where the current token came from.
+	lastRenewal time.Time
+	lastResult  string
+	source      string
 }
 
 var _ Source = (*Manager)(nil)
@@ -234,6 +239,7 @@ func (m *Manager) afterPanic(ctx context.Context, st *loopState) bool {
 	m.mu.Lock()
 	m.fetching = false
 	m.failing = true
+	m.lastRenewal, m.lastResult = st.lastFailure, "error"
 	m.broadcast()
 	m.mu.Unlock()
 	return clock.Sleep(ctx, m.opts.Clock, m.backoffLocked(st.failures))
@@ -373,6 +379,7 @@ func (m *Manager) renew(ctx context.Context) (err error) {
 	defer m.mu.Unlock()
 	m.fetching = false
 	defer m.broadcast()
+	m.lastRenewal = m.opts.Clock.Now()
 	if err != nil {
 		m.invalidKey = errors.Is(err, ErrInvalidKey)
 		m.failing = true
@@ -383,9 +390,11 @@ func (m *Manager) renew(ctx context.Context) (err error) {
 		} else {
 			m.log.Warn("token renewal failed", zap.Error(err))
 		}
+		m.lastResult = result
 		m.opts.Metrics.Refresh.WithLabelValues(result).Inc()
 		return err
 	}
+	m.lastResult = "ok"
 	if source == "upstream" {
 		m.opts.Metrics.Refresh.WithLabelValues("ok").Inc()
 	}
@@ -400,6 +409,7 @@ func (m *Manager) install(tok *Token, source string) {
 		m.opts.Metrics.Unsynced.Set(0)
 	}
 	m.cur.Store(tok)
+	m.source = source
 	m.pending401, m.rejected, m.failing, m.invalidKey = false, nil, false, false
 	m.renewAt = m.scheduleRenewal(tok)
 	m.opts.Metrics.Adopted.WithLabelValues(source).Inc()

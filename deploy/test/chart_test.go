@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/faxgate/faxgate/deploy/mixin"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
@@ -750,6 +752,15 @@ func TestChartRefusesBadValues(t *testing.T) {
 			"at '/tls/existingSecret': minLength: got 0, want 1"},
 		{"a fractional shutdown timeout", "testdata/values/default.yaml", []string{"config.server.shutdown_timeout=1.5m"},
 			"at '/config/server/shutdown_timeout'"},
+		{"an override of an alert that does not exist", "testdata/values/default.yaml",
+			[]string{"prometheusRule.enabled=true", "prometheusRule.alerts.FaxgateDwn.enabled=false"},
+			"prometheusRule.alerts.FaxgateDwn: no such alert (the alerts: FaxgateAPIKeyRejected, FaxgateAbsent,"},
+		{"an alert severity that pages nobody", "testdata/values/default.yaml", []string{"prometheusRule.alerts.FaxgateDown.severity=page"},
+			"at '/prometheusRule/alerts/FaxgateDown/severity': value must be one of 'critical', 'warning', 'info'"},
+		{"an alert for: that is no duration", "testdata/values/default.yaml", []string{"prometheusRule.alerts.FaxgateDown.for=5 minutes"},
+			"at '/prometheusRule/alerts/FaxgateDown/for'"},
+		{"a typo in an alert override", "testdata/values/default.yaml", []string{"prometheusRule.alerts.FaxgateDown.enable=false"},
+			"at '/prometheusRule/alerts/FaxgateDown': additional properties 'enable' not allowed"},
 		{"a NetworkPolicy with no callers", "testdata/values/default.yaml", []string{"networkPolicy.enabled=true"},
 			networkPolicyNoCallers},
 		{"a NetworkPolicy with no callers but monitoring", "testdata/values/default.yaml",
@@ -832,12 +843,18 @@ func TestChartNotesWarnAboutTheMemoryStore(t *testing.T) {
 		if n := notes(values); strings.Contains(n, "WARNING") || !strings.Contains(n, "helm test faxgate -n gateways") {
 			t.Errorf("%s: notes\n%s", values, n)
 		}
+		// The status page (docs/status-page.md) through the metrics
+		// Service, the one Service with the admin port.
+		if n := notes(values); !strings.Contains(n, "kubectl port-forward -n gateways svc/faxgate-metrics 9090:9090") ||
+			!strings.Contains(n, "http://127.0.0.1:9090/") {
+			t.Errorf("%s: notes do not tell how to open the status page\n%s", values, n)
+		}
 	}
 }
 
 // TestChartShipsTheRulesAndDashboard: Helm reads only files inside the
 // chart, so the chart keeps copies of deploy/prometheus/faxgate-rules.yaml
-// and deploy/grafana/faxgate.json (make sync-deploy); they must not drift,
+// and deploy/grafana/faxgate.json (make mixin); they must not drift,
 // and the rendered objects carry them whole.
 func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 	for copyPath, source := range map[string]string{
@@ -850,26 +867,10 @@ func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 			t.Fatal(err1, err2)
 		}
 		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from %s: run make sync-deploy", copyPath, source)
+			t.Errorf("%s differs from %s: run make mixin", copyPath, source)
 		}
 	}
 	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
-	var pr prometheusRule
-	if err := find(objs, "PrometheusRule").strict(&pr); err != nil {
-		t.Fatal(err)
-	}
-	var want ruleFile
-	src, _ := os.ReadFile(repoRoot + "/deploy/prometheus/faxgate-rules.yaml")
-	// The chart gives every rule its own release's job.
-	src = bytes.ReplaceAll(src, []byte(`job=~".*faxgate.*"`), []byte(`job="`+find(objs, "PrometheusRule").Metadata.Name+`"`))
-	if err := yaml.UnmarshalStrict(src, &want); err != nil {
-		t.Fatal(err)
-	}
-	gotJSON, _ := json.Marshal(pr.Spec)
-	wantJSON, _ := json.Marshal(want)
-	if !bytes.Equal(gotJSON, wantJSON) {
-		t.Error("the PrometheusRule's groups differ from deploy/prometheus/faxgate-rules.yaml with the release's job")
-	}
 	var dash *corev1.ConfigMap
 	for _, o := range objs {
 		if o.Kind == "ConfigMap" && strings.HasSuffix(o.Metadata.Name, "-dashboard") {
@@ -882,9 +883,80 @@ func TestChartShipsTheRulesAndDashboard(t *testing.T) {
 	if dash == nil || dash.Labels["grafana_dashboard"] != "1" || dash.Namespace != "monitoring" {
 		t.Fatalf("dashboard ConfigMap %+v", dash)
 	}
-	src, _ = os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
+	src, _ := os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
 	if strings.TrimSpace(dash.Data["faxgate.json"]) != strings.TrimSpace(string(src)) {
 		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json")
+	}
+}
+
+// TestChartRulesAreTheMixinsWithTheReleasesOverrides: the PrometheusRule is
+// what cmd/faxgate-mixin writes for the release's job and the same
+// prometheusRule values, with the default values and with every kind of
+// override (disable, severity, for, labels, additionalRuleLabels,
+// runbookBaseURL): the chart's template and the Go generator apply overrides
+// the same way.
+func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
+	for _, values := range []string{"testdata/values/default.yaml", "testdata/values/everything.yaml"} {
+		t.Run(filepath.Base(values), func(t *testing.T) {
+			objs := objects(t, mustRender(t, values, "prometheusRule.enabled=true"))
+			obj := find(objs, "PrometheusRule")
+			var pr prometheusRule
+			if err := obj.strict(&pr); err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				PrometheusRule mixin.Overrides `json:"prometheusRule"`
+			}
+			b, err := os.ReadFile(values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			opts := mixin.Options{Selector: `job="` + obj.Metadata.Name + `"`, Overrides: v.PrometheusRule}
+			if err := opts.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			gotJSON, _ := json.Marshal(pr.Spec)
+			wantJSON, _ := json.Marshal(mixin.Rules(opts))
+			var got, want any
+			_ = json.Unmarshal(gotJSON, &got)
+			_ = json.Unmarshal(wantJSON, &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the PrometheusRule differs from faxgate-mixin's rules with the same overrides:\n got %s\nwant %s", gotJSON, wantJSON)
+			}
+		})
+	}
+	// The overrides of everything.yaml did something.
+	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
+	var pr prometheusRule
+	if err := find(objs, "PrometheusRule").strict(&pr); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range pr.Spec.Groups[0].Rules {
+		seen[r.Alert] = true
+		if r.Labels["tier"] != "gateway" || !strings.HasPrefix(r.Annotations["runbook_url"], "https://runbooks.example.com/faxgate.md#faxgate") {
+			t.Errorf("%s: labels %v, runbook_url %q: additionalRuleLabels or runbookBaseURL not applied", r.Alert, r.Labels, r.Annotations["runbook_url"])
+		}
+		switch r.Alert {
+		case "FaxgateUpstreamSlow":
+			if r.Labels["severity"] != "info" || r.For != "30m" || r.Labels["team"] != "fax" {
+				t.Errorf("FaxgateUpstreamSlow: %+v, want severity info, for 30m, team fax", r)
+			}
+		case "FaxgateDown":
+			if r.Labels["severity"] != "warning" || r.Labels["team"] != "platform" {
+				t.Errorf("FaxgateDown: labels %v, want the override's severity and the additional team", r.Labels)
+			}
+		case "FaxgateAbsent":
+			if r.For != "0s" {
+				t.Errorf("FaxgateAbsent: for %q, want 0s", r.For)
+			}
+		}
+	}
+	if seen["FaxgateCallerRateLimited"] || !seen["FaxgateAbsent"] {
+		t.Errorf("alerts rendered %v: FaxgateCallerRateLimited should be dropped, FaxgateAbsent kept", seen)
 	}
 }
 

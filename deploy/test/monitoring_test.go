@@ -181,14 +181,14 @@ func queries(t *testing.T) map[string]string {
 			q["panel "+p.Title+" #"+string(rune('A'+i))] = grafana.Replace(tg.Expr)
 		}
 	}
-	labelValues := regexp.MustCompile(`^label_values\((\w+), *(\w+)\)$`)
+	labelValues := regexp.MustCompile(`^label_values\((\w+(?:\{[^}]*\})?), *(\w+)\)$`)
 	for _, v := range dash.Templating.List {
 		if v.Type != "query" {
 			continue
 		}
 		m := labelValues.FindStringSubmatch(v.Definition)
 		if m == nil {
-			t.Errorf("variable %s: %q is not label_values(metric, label)", v.Name, v.Definition)
+			t.Errorf("variable %s: %q is not label_values(selector, label)", v.Name, v.Definition)
 			continue
 		}
 		q["variable "+v.Name] = m[1]

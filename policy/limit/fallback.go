@@ -184,3 +184,39 @@ func sharedDefaults(now *func() time.Time, timeout *time.Duration, m **Metrics, 
 		*log = zap.NewNop()
 	}
 }
+
+// States of a limit shared through Redis, as SharedState reports them
+// (docs/status-page.md).
+const (
+	SharedUp       = "up"       // Redis decides
+	SharedFallback = "fallback" // Redis failed: this replica decides alone at its replicas_hint share
+	SharedUnknown  = "unknown"  // no decision yet since start or reload
+)
+
+// Shared is a limit shared through Redis (the rate limiter or the upstream
+// budget with rate_limit.backend: redis).
+type Shared interface {
+	// SharedState is SharedUp, SharedFallback or SharedUnknown.
+	SharedState() string
+}
+
+func (f *redisFallback) sharedState() string {
+	switch f.state.Load() {
+	case stateShared:
+		return SharedUp
+	case stateLocal:
+		return SharedFallback
+	}
+	return SharedUnknown
+}
+
+var (
+	_ Shared = (*RedisRateLimiter)(nil)
+	_ Shared = (*RedisBudget)(nil)
+)
+
+// SharedState implements Shared.
+func (l *RedisRateLimiter) SharedState() string { return l.redis.sharedState() }
+
+// SharedState implements Shared.
+func (b *RedisBudget) SharedState() string { return b.redis.sharedState() }

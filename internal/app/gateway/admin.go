@@ -14,11 +14,16 @@ import (
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
-// adminHandler serves /metrics, /healthz, /readyz, /budget and, when enabled,
+// adminHandler serves /metrics, /healthz, /readyz, /budget, the status page
+// (/, /status and /status.json: docs/status-page.md) and, when enabled,
 // /debug/pprof/ (docs/metrics-and-alerts.md). It is never mounted on the
 // proxy listener.
-func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, string), budget func(context.Context) any) http.Handler {
+func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, string), budget func(context.Context) any,
+	statusPage, statusJSON http.HandlerFunc) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", statusPage)
+	mux.HandleFunc("GET /status", statusPage)
+	mux.HandleFunc("GET /status.json", statusJSON)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})

@@ -96,6 +96,8 @@ type Gateway struct {
 	compile   compileFunc
 	admin     http.Handler
 	draining  atomic.Bool
+	started   time.Time
+	reloads   reloadState // the status page's view of the config file
 
 	mu      sync.Mutex
 	servers []*http.Server // while Run serves, for Close
@@ -126,7 +128,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	}
 	logs := d.Logs.orNop()
 	log := logs.Logger
-	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: newMetrics(d.Registry, d.Version, d.Revision)}
+	g := &Gateway{cfg: cfg, deps: d, log: logs, Metrics: newMetrics(d.Registry, d.Version, d.Revision), started: d.Clock.Now()}
 
 	key, err := keySource(cfg.Upstream, d.Getenv)
 	if err != nil {
@@ -236,6 +238,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	}
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Metrics.ConfigLastReloadOK.Set(1)
+	g.reloads.loaded(cfg, d.Clock.Now(), "start", nil)
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:          base,
 		Transport:         g.transport,
@@ -252,7 +255,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		AuditLogger:       logs.Audit.Named("audit"),
 		Tracer:            tracer,
 	})
-	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus)
+	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON)
 	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
 	return g, nil
 }
@@ -262,7 +265,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 func (g *Gateway) Config() *config.Config { return g.cfg }
 
 // Admin is the admin listener's handler: /metrics, /healthz, /readyz,
-// /budget and, when enabled, /debug/pprof/ (docs/metrics-and-alerts.md).
+// /budget, the status page (docs/status-page.md) and, when enabled,
+// /debug/pprof/ (docs/metrics-and-alerts.md).
 func (g *Gateway) Admin() http.Handler { return g.admin }
 
 // ready is /readyz: not ready while draining or, with TLS, without a valid

@@ -37,13 +37,16 @@ type reloader struct {
 	log     *zap.Logger
 	clock   clock.Clock
 	digest  filedigest.Digest
+	state   *reloadState
 }
 
 // newReloader starts from the file's content as it is now, so a change made
 // before the loop first polls is still seen.
 func newReloader(g *Gateway, path string) *reloader {
 	rl := &reloader{path: path, getenv: g.deps.Getenv, running: g.cfg, compile: g.compile, handler: g.Handler,
-		level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"), clock: g.deps.Clock}
+		level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"), clock: g.deps.Clock,
+		state: &g.reloads}
+	rl.state.setFile(path)
 	rl.digest, _ = filedigest.Of(path)
 	return rl
 }
@@ -90,6 +93,7 @@ func (rl *reloader) reload(trigger string) {
 	if panicked {
 		rl.met.ConfigReload.WithLabelValues("error").Inc()
 		rl.met.ConfigLastReloadOK.Set(0)
+		rl.state.failed(rl.clock.Now(), trigger, []string{"the reload panicked (a bug; the log has its stack)"})
 	}
 }
 
@@ -113,6 +117,7 @@ func (rl *reloader) tryReload(trigger string) {
 			problems = append(problems, p.String())
 		}
 	}
+	rl.state.failed(rl.clock.Now(), trigger, problems)
 	rl.log.Error("config reload rejected; the running configuration stays in force",
 		zap.String("trigger", trigger), zap.Strings("problems", problems))
 }
@@ -128,6 +133,7 @@ func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger strin
 	next.UpstreamBudget = cfg.UpstreamBudget
 	next.Log.Level = cfg.Log.Level
 	rl.running = &next
+	rl.state.loaded(rl.running, rl.clock.Now(), trigger, restart)
 	rl.met.ConfigReload.WithLabelValues("ok").Inc()
 	rl.met.ConfigLastReload.SetToCurrentTime()
 	rl.met.ConfigLastReloadOK.Set(1)

@@ -15,6 +15,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +79,13 @@ type Options struct {
 	// TLS, when set, serves the proxy listener over TLS: the harness
 	// writes server.tls (mode files), so Config must have no server.tls.
 	TLS *TLS
+
+	// ConfigFile runs the gateway from a config file, as faxgate serve
+	// does: reloaded on RewriteConfig and whenever its content changes
+	// (polled every 50ms). The harness writes the file with the loopback
+	// listen addresses in it, so Config sets neither; RateLimitRedisAddr
+	// is not supported with it.
+	ConfigFile bool
 }
 
 // TLS is the proxy listener's TLS for a test gateway.
@@ -117,6 +126,10 @@ type Gateway struct {
 	logs   *SyncBuffer
 	tls    *TLS
 
+	configPath string              // with Options.ConfigFile
+	buildYAML  func(string) string // the file's content for a Config
+	reload     chan struct{}
+
 	drain    context.CancelFunc
 	done     <-chan error
 	stopOnce sync.Once
@@ -154,39 +167,23 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Cleanup(up.Close)
 	}
 
-	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
-		up.URL, o.UpstreamTimeout, o.Config)
-	if o.TLS != nil {
-		tlsYAML := fmt.Sprintf("  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
-		if o.TLS.ClientCAFile != "" {
-			tlsYAML += fmt.Sprintf("    client_ca_file: %q\n", o.TLS.ClientCAFile)
-		}
-		if o.TLS.ClientAuth != "" {
-			tlsYAML += fmt.Sprintf("    client_auth: %q\n", o.TLS.ClientAuth)
-		}
-		if o.TLS.MinVersion != "" {
-			tlsYAML += fmt.Sprintf("    min_version: %q\n", o.TLS.MinVersion)
-		}
-		// Into Config's server section when it has one (at the start of a
-		// line), else as a section of its own.
-		if i := strings.Index("\n"+yaml, "\nserver:\n"); i >= 0 {
-			at := i + len("server:\n")
-			yaml = yaml[:at] + tlsYAML + yaml[at:]
-		} else {
-			yaml += "server:\n" + tlsYAML
-		}
-		if o.TLS.PollEvery == 0 {
-			o.TLS.PollEvery = 50 * time.Millisecond
-		}
-	}
 	if o.RedisAddr != "" && o.RateLimitRedisAddr != "" && o.RedisAddr != o.RateLimitRedisAddr {
 		t.Fatalf("gatewaytest: RedisAddr %s and RateLimitRedisAddr %s differ; a gateway has one Redis", o.RedisAddr, o.RateLimitRedisAddr)
 	}
-	if o.RedisAddr != "" {
-		yaml += fmt.Sprintf("token:\n  store: redis\n  refresh_before: %s\nredis:\n  addrs: [%q]\n",
-			refreshBefore(o), o.RedisAddr)
-	} else if o.RateLimitRedisAddr != "" {
-		yaml += fmt.Sprintf("redis:\n  addrs: [%q]\n", o.RateLimitRedisAddr)
+	if o.ConfigFile && o.RateLimitRedisAddr != "" {
+		t.Fatal("gatewaytest: ConfigFile does not support RateLimitRedisAddr")
+	}
+	if o.TLS != nil && o.TLS.PollEvery == 0 {
+		o.TLS.PollEvery = 50 * time.Millisecond
+	}
+	build := func(config string) string { return buildYAML(o, up.URL, config) }
+	yaml := build(o.Config)
+	var configPath string
+	if o.ConfigFile {
+		configPath = filepath.Join(t.TempDir(), "faxgate.yaml")
+		if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.RedisPassword != "" && (o.RedisAddr != "" || o.RateLimitRedisAddr != "") {
 		yaml += "  password_env: FG_TEST_REDIS_PASSWORD\n"
@@ -239,8 +236,13 @@ func Start(t testing.TB, o Options) *Gateway {
 	addrs := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	runCtx, drain := context.WithCancel(context.Background())
+	reload := make(chan struct{}, 1)
+	ro := gateway.RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }}
+	if configPath != "" {
+		ro.ConfigPath, ro.Reload, ro.ReloadEvery = configPath, reload, 50*time.Millisecond
+	}
 	go func() {
-		done <- gw.Run(runCtx, gateway.RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }})
+		done <- gw.Run(runCtx, ro)
 	}()
 	var a [2]string
 	select {
@@ -252,7 +254,7 @@ func Start(t testing.TB, o Options) *Gateway {
 
 	g := &Gateway{URL: "http://" + a[0], Addr: a[0], AdminURL: "http://" + a[1], Sim: sim, Upstream: up,
 		Gateway: gw, Handler: gw.Handler, Tokens: gw.Tokens, Registry: reg, Metrics: gw.Metrics, Config: cfg, logs: logs,
-		tls: o.TLS, drain: drain, done: done}
+		tls: o.TLS, drain: drain, done: done, configPath: configPath, buildYAML: build, reload: reload}
 	t.Cleanup(func() { _ = gw.Close(); _ = g.Shutdown() })
 	if o.TLS != nil {
 		g.URL = "https://" + a[0]
@@ -270,6 +272,69 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 	}
 	return g
+}
+
+// buildYAML is the whole file of a test gateway for config: the upstream
+// section, then config, with the harness's server.tls and Redis and, for a
+// config file, the loopback listen addresses.
+func buildYAML(o Options, upstream, config string) string {
+	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
+		upstream, o.UpstreamTimeout, config)
+	if o.TLS != nil {
+		tlsYAML := fmt.Sprintf("  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
+		if o.TLS.ClientCAFile != "" {
+			tlsYAML += fmt.Sprintf("    client_ca_file: %q\n", o.TLS.ClientCAFile)
+		}
+		if o.TLS.ClientAuth != "" {
+			tlsYAML += fmt.Sprintf("    client_auth: %q\n", o.TLS.ClientAuth)
+		}
+		if o.TLS.MinVersion != "" {
+			tlsYAML += fmt.Sprintf("    min_version: %q\n", o.TLS.MinVersion)
+		}
+		yaml = inSection(yaml, "server", tlsYAML)
+	}
+	if o.RedisAddr != "" {
+		yaml += fmt.Sprintf("token:\n  store: redis\n  refresh_before: %s\nredis:\n  addrs: [%q]\n",
+			refreshBefore(o), o.RedisAddr)
+	} else if o.RateLimitRedisAddr != "" {
+		yaml += fmt.Sprintf("redis:\n  addrs: [%q]\n", o.RateLimitRedisAddr)
+	}
+	if o.ConfigFile {
+		yaml = inSection(yaml, "server", "  listen: \"127.0.0.1:0\"\n")
+		yaml = inSection(yaml, "admin", "  listen: \"127.0.0.1:0\"\n")
+	}
+	return yaml
+}
+
+// inSection adds lines at the start of yaml's top-level section (one at
+// the start of a line), or adds the section with them.
+func inSection(yaml, section, lines string) string {
+	if i := strings.Index("\n"+yaml, "\n"+section+":\n"); i >= 0 {
+		at := i + len(section+":\n")
+		return yaml[:at] + lines + yaml[at:]
+	}
+	if yaml != "" && !strings.HasSuffix(yaml, "\n") {
+		yaml += "\n"
+	}
+	return yaml + section + ":\n" + lines
+}
+
+// RewriteConfig replaces the config file (Options.ConfigFile) with the
+// file for config, made as Options.Config is, and signals a reload as
+// SIGHUP does. Invalid content is written as is: a failed reload is a
+// thing tests look at.
+func (g *Gateway) RewriteConfig(t testing.TB, config string) {
+	t.Helper()
+	if g.configPath == "" {
+		t.Fatal("gatewaytest: RewriteConfig needs Options.ConfigFile")
+	}
+	if err := os.WriteFile(g.configPath, []byte(g.buildYAML(config)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g.reload <- struct{}{}:
+	default: // a reload is already pending; it reads the new content
+	}
 }
 
 func tlsPoll(o Options) time.Duration {

@@ -18,7 +18,7 @@ const module = "github.com/faxgate/faxgate"
 // docs/architecture.md's picture; change both together.
 var layers = [][]string{
 	{"internal/base", "internal/config", "policy/routetable"},
-	{"metrics"},
+	{"metrics", "deploy/mixin"},
 	{"policy", "tokencache", "internal/certstore"},
 	{"proxy", "internal/servertls"},
 	{"internal/app"},

@@ -1,0 +1,271 @@
+//go:build alerting
+
+package alerting
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fireWithin bounds how long an alert may take to fire once its cause is
+// there: a few scrapes and evaluations (1 s each), the 5 s for: of the
+// shortened rules, and Alertmanager's 1 s group_wait.
+const fireWithin = 45 * time.Second
+
+// TestAlertsFireAndRoute proves docs/metrics-and-alerts.md's promises on a
+// real Prometheus and Alertmanager, with the chart's rules (for: shortened to
+// 5s): the first denied numbers.delete fires FaxgateSensitiveRouteDenied
+// (info); release B's rejected API key fires FaxgateAPIKeyRejected (critical)
+// for B only; B with every replica killed fires FaxgateDown for B while A
+// has neither FaxgateDown nor FaxgateAbsent; and Alertmanager delivers each
+// release's alerts to its own namespace's receiver only.
+func TestAlertsFireAndRoute(t *testing.T) {
+	s := startStack(t, stackOptions{shortFor: true, keyB: badKey})
+	a, b := s.release("alpha"), s.release("bravo")
+	jobA := map[string]string{"job": a.fullname, "namespace": a.namespace}
+	jobB := map[string]string{"job": b.fullname, "namespace": b.namespace}
+
+	// Every replica scraped a few times, and A's denial counter there at 0
+	// before any denial (contract: series exist at 0 from the start).
+	eventually(t, 30*time.Second, 500*time.Millisecond, "every target scraped 3 times", func() error {
+		res, err := s.prom.query(`count_over_time(up[1m]) >= 3`, time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(res) != 4 {
+			return fmt.Errorf("%d of 4 targets scraped 3 times", len(res))
+		}
+		return nil
+	})
+	deniedSel := fmt.Sprintf(`faxgate_denied_total{job=%q,route="numbers.delete",caller="intake"}`, a.fullname)
+	res, err := s.prom.query(deniedSel, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%s: %d series before the first denial, want one per replica at 0: %v", deniedSel, len(res), res)
+	}
+	for _, r := range res {
+		if v := r.Value[1]; v != "0" {
+			t.Fatalf("%s on %s is %v before the first denial, want 0", deniedSel, r.Metric["pod"], v)
+		}
+	}
+
+	t.Run("first denied delete fires FaxgateSensitiveRouteDenied", func(t *testing.T) {
+		denied := time.Now()
+		req, _ := http.NewRequest(http.MethodPost, a.replicas[0].url+"/v1/numbers/delete",
+			strings.NewReader(`{"number_id":"num_1001","order_id":"ord_5001"}`))
+		req.Header.Set("X-Faxgate-Caller", "intake")
+		req.Header.Set("X-Faxgate-Confirm", "num_1001")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("intake's numbers.delete: HTTP %d, want 403", resp.StatusCode)
+		}
+		want := map[string]string{"job": a.fullname, "namespace": a.namespace, "caller": "intake",
+			"route": "numbers.delete", "severity": "info"}
+		waitFiring(t, s.prom, "FaxgateSensitiveRouteDenied", want)
+		t.Logf("FaxgateSensitiveRouteDenied firing %s after the one denial", time.Since(denied).Round(time.Second))
+	})
+
+	t.Run("rejected API key fires FaxgateAPIKeyRejected for B only", func(t *testing.T) {
+		waitFiring(t, s.prom, "FaxgateAPIKeyRejected", merge(jobB, map[string]string{"severity": "critical"}))
+		alerts, err := s.prom.alerts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := find(alerts, "FaxgateAPIKeyRejected", jobA); len(got) > 0 {
+			t.Errorf("FaxgateAPIKeyRejected active for release A, whose key is good: %v", got)
+		}
+	})
+
+	t.Run("B killed fires FaxgateDown for B, nothing for A", func(t *testing.T) {
+		for _, rep := range b.replicas {
+			rep.p.kill()
+		}
+		killed := time.Now()
+		deadline := killed.Add(fireWithin)
+		for {
+			// Told apart by the rules file that made them: FaxgateAbsent
+			// carries no job (see knownUnscoped).
+			alerts, err := s.prom.ruleAlerts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var downB, absentB bool
+			for _, al := range alerts {
+				name := al.Labels["alertname"]
+				if name != "FaxgateDown" && name != "FaxgateAbsent" {
+					continue
+				}
+				switch al.File {
+				case s.ruleFile(a):
+					t.Fatalf("%s active in release A's rules, whose replicas all run: %v", name, al)
+				case s.ruleFile(b):
+					firing := al.State == "firing"
+					if name == "FaxgateDown" && firing && matches(al.Labels, merge(jobB, map[string]string{"severity": "critical"})) {
+						downB = true
+					}
+					if name == "FaxgateAbsent" && firing && al.Labels["severity"] == "critical" {
+						absentB = true
+					}
+				}
+			}
+			if downB && absentB {
+				t.Logf("FaxgateDown and FaxgateAbsent firing for B %s after its replicas were killed", time.Since(killed).Round(time.Second))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("FaxgateDown (%v) and FaxgateAbsent (%v) not both firing for B within %s of its replicas killed; active alerts:%s",
+					downB, absentB, fireWithin, ruleAlertLines(alerts))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+
+	t.Run("every alert names its release", func(t *testing.T) {
+		alerts, err := s.prom.ruleAlerts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, al := range alerts {
+			r := a
+			if al.File == s.ruleFile(b) {
+				r = b
+			}
+			name := al.Labels["alertname"]
+			scoped := al.Labels["job"] == r.fullname && al.Labels["namespace"] == r.namespace
+			why, known := knownUnscoped[name]
+			switch {
+			case !scoped && !known:
+				t.Errorf("%s of release %s does not carry job=%q and namespace=%q: %v", name, r.name, r.fullname, r.namespace, al)
+			case !scoped && !seen[name]:
+				t.Logf("\n\n*** KNOWN GAP: %s carries no job or namespace (%s): %v ***\n", name, why, al)
+			case scoped && known:
+				t.Errorf("%s now carries its release's job and namespace: take it out of knownUnscoped", name)
+			}
+			seen[name] = true
+		}
+	})
+
+	t.Run("Alertmanager routes by namespace", func(t *testing.T) {
+		hookA, hookB, hookDefault := s.hooks[receiverA], s.hooks[receiverB], s.hooks[receiverDefault]
+		withCluster := func(m map[string]string) map[string]string { return merge(m, map[string]string{"cluster": cluster}) }
+		eventually(t, fireWithin, 500*time.Millisecond, "deliveries to the namespace receivers", func() error {
+			var missing []string
+			for _, d := range []struct {
+				hook *webhook
+				name string
+				want map[string]string
+			}{
+				{hookA, "FaxgateSensitiveRouteDenied", withCluster(jobA)},
+				{hookB, "FaxgateAPIKeyRejected", withCluster(jobB)},
+				{hookB, "FaxgateDown", withCluster(jobB)},
+			} {
+				if !d.hook.has(d.name, d.want) {
+					missing = append(missing, fmt.Sprintf("%s to %s", d.name, d.hook.name))
+				}
+			}
+			if len(missing) > 0 {
+				return fmt.Errorf("not delivered: %s", strings.Join(missing, ", "))
+			}
+			return nil
+		})
+		for _, c := range []struct {
+			hook *webhook
+			ns   string
+		}{{hookA, a.namespace}, {hookB, b.namespace}} {
+			for _, al := range c.hook.received() {
+				if al.Labels["namespace"] != c.ns {
+					t.Errorf("receiver %s got an alert of namespace %q: %v", c.hook.name, al.Labels["namespace"], al.Labels)
+				}
+			}
+		}
+		// Only an alert without a namespace falls through to the default
+		// receiver, and only a known one.
+		for _, al := range hookDefault.received() {
+			name := al.Labels["alertname"]
+			if _, known := knownUnscoped[name]; !known {
+				t.Errorf("%s reached the default receiver, not its namespace's: %v", name, al.Labels)
+			}
+		}
+	})
+}
+
+// waitFiring waits until exactly one alert named name with the labels want
+// is firing.
+func waitFiring(t *testing.T, p *promAPI, name string, want map[string]string) {
+	t.Helper()
+	var last []promAlert
+	deadline := time.Now().Add(fireWithin)
+	for {
+		alerts, err := p.alerts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = alerts
+		got := find(alerts, name, want)
+		if len(got) == 1 && got[0].State == "firing" {
+			return
+		}
+		if len(got) > 1 {
+			t.Fatalf("%s: %d alerts with %v, want one:%s", name, len(got), want, alertLines(got))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s with %v not firing within %s; active alerts:%s", name, want, fireWithin, alertLines(last))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func alertLines(alerts []promAlert) string {
+	if len(alerts) == 0 {
+		return " none"
+	}
+	out := make([]string, len(alerts))
+	for i, a := range alerts {
+		out[i] = a.String()
+	}
+	return joinLines(out)
+}
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func ruleAlertLines(alerts []ruleAlert) string {
+	out := make([]promAlert, len(alerts))
+	for i, a := range alerts {
+		out[i] = a.promAlert
+		out[i].Labels = merge(a.Labels, map[string]string{"rules_file": filepath.Base(a.File)})
+	}
+	return alertLines(out)
+}
+
+// ruleFile is the rules file of release r, as Prometheus names it.
+func (s *stack) ruleFile(r *release) string { return filepath.Join(s.dir, r.name+".rules.yaml") }
+
+// knownUnscoped lists the alerts that do not yet carry their release's job
+// and namespace (contract: every alert keeps them), each with the reason. The
+// test logs each one loudly, and fails once one is fixed, so that the list
+// only shrinks.
+var knownUnscoped = map[string]string{
+	"FaxgateAbsent": `absent(up{job="<fullname>"} == 1) takes no label from its argument, ` +
+		`which is a comparison, not a selector: the alert has neither job nor namespace, ` +
+		`the two releases' alerts are one, and Alertmanager cannot route it by namespace`,
+}
