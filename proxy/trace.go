@@ -243,6 +243,33 @@ func (h *Handler) startBudgetWait(ctx context.Context, cause, limit string) (con
 	return ctx, budgetWait{span: span, start: time.Now()}
 }
 
+// recordBudgetWait records, after the fact, a wait that happened: for
+// waiting code that learns only when it returns whether (and how long) the
+// request waited. end is when the wait ended, waited how long it took; it
+// records nothing for waited <= 0, with tracing off, or for an unsampled
+// request. In admitWaiting (issue 23), after Waitlist.Admit:
+//
+//	if waited > 0 {
+//		cause := "budget"
+//		if out.Throttled {
+//			cause = "hold"
+//		}
+//		h.recordBudgetWait(r.Context(), time.Now(), waited, cause, out.Limit, outcome)
+//	}
+func (h *Handler) recordBudgetWait(ctx context.Context, end time.Time, waited time.Duration, cause, limit, outcome string) {
+	if waited <= 0 || h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	_, span := h.tracer.Start(ctx, "budget.wait", trace.WithTimestamp(end.Add(-waited)))
+	attrs := []attribute.KeyValue{attribute.String("faxgate.wait.cause", cause),
+		tracing.Result.String(outcome), attribute.Float64("faxgate.wait.seconds", waited.Seconds())}
+	if limit != "" {
+		attrs = append(attrs, tracing.Limit.String(limit))
+	}
+	span.SetAttributes(attrs...)
+	span.End(trace.WithTimestamp(end))
+}
+
 // end ends the wait's span with its outcome: "admitted", "refused" (the
 // wait would outlast max_wait, or the queue is full) or "caller_gone".
 func (w budgetWait) end(outcome string) {
