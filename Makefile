@@ -8,11 +8,12 @@ SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool and prometheus for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus, and .ci/tools/jaeger
+# pins Jaeger, for .ci/install-tools.
 DEPLOY_TEST := deploy/test
-TOOL_MODULES := .ci/tools/promtool
+TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
 
-.PHONY: all build test test-browser test-alerting soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin
+.PHONY: all build test test-browser test-alerting test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin
 
 all: test build
 
@@ -27,7 +28,7 @@ build:
 ## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
-	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
+	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestAllocsPerUnsampledRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
 ## test-browser: the status page in headless Chromium (chromedp; the browser
@@ -49,12 +50,19 @@ soak: SOAK_DURATION = 10m
 soak:
 	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 25m -v -run '^TestSoak$$' ./alerting/
 
+## test-tracing: the tracing end-to-end test against a real Jaeger v2 with
+## memory storage (docs/tracing.md); the jaeger binary comes from `make
+## tools` (without it the test skips loudly, and fails with CI=true)
+test-tracing:
+	$(GO) test -race -count=1 -tags tracing ./internal/testing/tracing/
+
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
 
-## tools: build the pinned helm, promtool, prometheus and alertmanager into
-## ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus, alertmanager and jaeger
+## into ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
@@ -76,12 +84,13 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
 bench:
-	$(GO) test -run '^TestAllocsPerRequest$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
+	$(GO) test -run '^TestAllocsPer(Unsampled)?Request$$' -bench . -benchmem -count 5 ./proxy/ ./policy/
 
 ## pgo: merge the CPU profiles in PROFILES (taken under the bench rig's list,
 ## dl64k and up1m loads, admin.pprof: true) into cmd/faxgate/default.pgo,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/policy/limit"
@@ -43,4 +44,10 @@ func WithRedisTimeout(d time.Duration) CompileOption {
 // the rules in force (a reload).
 func WithPrevious(prev *Rules) CompileOption {
 	return func(o *compileOptions) { o.prev = prev }
+}
+
+// WithTracer records the shared rate-limit and budget decisions asked of
+// Redis as spans (docs/tracing.md); without it (tracing off) none is made.
+func WithTracer(t trace.Tracer) CompileOption {
+	return func(o *compileOptions) { o.deps.Tracer = t }
 }

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/faxgate/faxgate/internal/base/tracing"
 )
 
 // AccessLog writes the access lines (docs/logs.md) itself, as the
@@ -61,6 +63,13 @@ func (l accessLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("bytes_out", ex.w.bytes)
 	enc.AddInt("upstream_status", ex.upstreamStatus)
 	enc.AddString("error", ex.code)
+	if ex.hasID {
+		trace, span := ex.idStrings()
+		enc.AddString("trace_id", trace)
+		if span != "" {
+			enc.AddString("span_id", span)
+		}
+	}
 	return nil
 }
 
@@ -90,6 +99,16 @@ func appendAccessLine(b []byte, now time.Time, ex *exchange) []byte {
 	b = strconv.AppendInt(b, int64(ex.upstreamStatus), 10)
 	b = append(b, `,"error":"`...)
 	b = appendJSONString(b, ex.code)
+	if ex.hasID {
+		// Hex of fixed-size IDs: nothing to escape (docs/logs.md: with
+		// tracing on, or a valid traceparent, the line carries the trace).
+		b = append(b, `","trace_id":"`...)
+		b = tracing.AppendHex(b, ex.traceID[:])
+		if ex.spanID.IsValid() {
+			b = append(b, `","span_id":"`...)
+			b = tracing.AppendHex(b, ex.spanID[:])
+		}
+	}
 	return append(b, "\"}\n"...)
 }
 

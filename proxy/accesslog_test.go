@@ -107,12 +107,19 @@ func TestAccessLineFollowsTheLevel(t *testing.T) {
 }
 
 func FuzzAccessLineMatchesZap(f *testing.F) {
-	f.Add("0a1b2c3d", "svc", "contacts.list", "POST", "", 200, 200, int64(1500000), int64(55), int64(1100), int64(0))
-	f.Add("\"\\\n", "\xff\x00", "é", "x", "forbidden", 403, 0, int64(-1), int64(-5), int64(0), int64(-7200))
-	f.Fuzz(func(t *testing.T, id, caller, route, method, code string, status, up int, elapsed, in, out, tz int64) {
+	f.Add("0a1b2c3d", "svc", "contacts.list", "POST", "", 200, 200, int64(1500000), int64(55), int64(1100), int64(0), []byte(nil))
+	f.Add("\"\\\n", "\xff\x00", "é", "x", "forbidden", 403, 0, int64(-1), int64(-5), int64(0), int64(-7200), []byte(nil))
+	// With a trace: trace_id only (tracing off, a caller's traceparent), and with span_id.
+	f.Add("r", "svc", "contacts.list", "POST", "", 200, 200, int64(1), int64(1), int64(1), int64(0), []byte("\x0a\xf7\x65\x19\x16\xcd\x43\xdd\x84\x48\xeb\x21\x1c\x80\x31\x9c"))
+	f.Add("r", "svc", "contacts.list", "POST", "", 200, 200, int64(1), int64(1), int64(1), int64(0), []byte("\x0a\xf7\x65\x19\x16\xcd\x43\xdd\x84\x48\xeb\x21\x1c\x80\x31\x9c\xb7\xad\x6b\x71\x69\x20\x33\x31"))
+	f.Fuzz(func(t *testing.T, id, caller, route, method, code string, status, up int, elapsed, in, out, tz int64, ids []byte) {
 		now := time.Unix(1764118923, elapsed&0x3fffffff).In(time.FixedZone("Z", int(tz%86400)))
 		fl := proxy.AccessFields{ID: id, Caller: caller, Route: route, Method: method, Code: code,
 			Status: status, UpstreamStatus: up, Elapsed: time.Duration(elapsed), BytesIn: in, BytesOut: out}
+		if len(ids) >= 16 {
+			copy(fl.TraceID[:], ids)
+			copy(fl.SpanID[:], ids[16:])
+		}
 		fast, z := accessLines(t, now, fl)
 		if fast != z {
 			t.Fatalf("access line differs from zap's\n got: %q\nwant: %q", fast, z)

@@ -18,15 +18,7 @@ import (
 // happened. An auditor must never read "denied" for a delete that may have
 // been carried out.
 func (h *Handler) writeAudit(ex *exchange, status int) {
-	decision, reason := "denied", ex.code
-	switch {
-	case ex.upstreamStatus != 0:
-		decision, reason = "forwarded", ""
-	case ex.tok != nil:
-		// The transport records the token just before the upstream call, so
-		// the request was on its way.
-		decision = "unknown"
-	}
+	decision, reason := auditDecision(ex)
 	fields := []zap.Field{
 		zap.String("request_id", ex.id),
 		zap.String("caller", ex.caller),
@@ -35,6 +27,9 @@ func (h *Handler) writeAudit(ex *exchange, status int) {
 		zap.String("reason", reason),
 		zap.Int("status", status),
 		zap.Int("upstream_status", ex.upstreamStatus),
+	}
+	if ex.hasID {
+		fields = append(fields, traceFields(ex)...)
 	}
 	if ex.auditIDs {
 		num, order := ex.numberID, ex.orderID
@@ -48,6 +43,31 @@ func (h *Handler) writeAudit(ex *exchange, status int) {
 		fields = append(fields, zap.String("number_id", h.auditValue(num)), zap.String("order_id", h.auditValue(order)))
 	}
 	h.audit.Info("audit", fields...)
+}
+
+// auditDecision is the audit line's decision and reason (writeAudit), also
+// the SERVER span's faxgate.decision.
+func auditDecision(ex *exchange) (decision, reason string) {
+	decision, reason = "denied", ex.code
+	switch {
+	case ex.upstreamStatus != 0:
+		decision, reason = "forwarded", ""
+	case ex.tok != nil:
+		// The transport records the token just before the upstream call, so
+		// the request was on its way.
+		decision = "unknown"
+	}
+	return decision, reason
+}
+
+// traceFields are the audit line's trace_id, and span_id with tracing on.
+func traceFields(ex *exchange) []zap.Field {
+	trace, span := ex.idStrings()
+	f := []zap.Field{zap.String("trace_id", trace)}
+	if span != "" {
+		f = append(f, zap.String("span_id", span))
+	}
+	return f
 }
 
 // maxAuditValue bounds a caller-chosen value in the audit line: a real ID is

@@ -30,6 +30,7 @@ type exchange struct {
 	status   int           // the status answered, for the access line
 	elapsed  time.Duration // the time taken, for the access line
 	logField [1]zap.Field  // the access line's one (inlined) field
+	traceIDs               // the trace the log lines carry, and the SERVER span (trace.go)
 
 	// Identify and route (serve).
 	rules  *policy.Rules // the rules this request was decided by, whatever reloads happen meanwhile

@@ -48,4 +48,7 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	if ex.auditRoute != "" {
 		h.writeAudit(ex, status)
 	}
+	if ex.span != nil {
+		h.endTrace(ex, status)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -42,6 +43,10 @@ type Options struct {
 	// AccessLog, when set, writes the access lines in place of Logger
 	// (the same bytes, cheaper); nil writes them through Logger.
 	AccessLog *AccessLog
+	// Tracer, when set, records requests as spans (docs/tracing.md): a
+	// SERVER span per request, a CLIENT span per upstream attempt, and the
+	// waits; nil when tracing is off, which costs nothing.
+	Tracer trace.Tracer
 	// AuditLogger writes the audit lines (docs/logs.md), used as is.
 	// It must be enabled at info level whatever log.level says, so that no
 	// audit line is lost to the level; nil means Logger.Named("audit"),
@@ -64,6 +69,7 @@ type Handler struct {
 	errlog    *zap.Logger // a failed read of an upstream answer
 	audit     *zap.Logger
 	basePath  string
+	tracer    trace.Tracer // nil when tracing is off
 }
 
 // New builds the handler.
@@ -75,10 +81,11 @@ func New(o Options) *Handler {
 		deadlines: newDeadlines(o.UpstreamTimeout),
 		log:       o.Logger.Named("access"),
 		errlog:    o.Logger.Named("forward"),
-		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics},
+		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics, tracer: o.Tracer},
 		bufs:      newBufferPool(),
 		audit:     o.AuditLogger,
 		basePath:  strings.TrimSuffix(o.Upstream.Path, "/"),
+		tracer:    o.Tracer,
 	}
 	if h.audit == nil {
 		h.audit = o.Logger.Named("audit")
@@ -121,6 +128,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// One read-only slice serves the response and the upstream request.
 	ex.idHeader = []string{ex.id}
 	w.Header()["X-Request-Id"] = ex.idHeader
+	r = h.startTrace(r, ex)
 	defer h.finish(w, r, ex)
 
 	if ge := h.serve(w, r, ex); ge != nil {

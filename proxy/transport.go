@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -20,6 +22,7 @@ type authTransport struct {
 	next    http.RoundTripper
 	tokens  tokencache.Source
 	metrics *Metrics
+	tracer  trace.Tracer // nil when tracing is off (trace.go)
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -37,8 +40,10 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
+	span := t.startAttempt(req, ex, 0)
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
+	endAttempt(span, resp, err)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != route.RouteAuth {
 		if t.tokens.Invalidate(tok) {
 			resent := false
@@ -90,7 +95,9 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 	r2.Header["Authorization"] = tok.HeaderValues()
 	ex.tok = tok
 	t.metrics.Upstream401Retries.WithLabelValues(ex.route).Inc()
+	span := t.startAttempt(r2, ex, 1)
 	resp, err := t.next.RoundTrip(r2)
+	endAttempt(span, resp, err)
 	return roundTripResult{resp, err}, tok, true
 }
 

@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/tracing"
 )
 
 // Source is what the request path needs from the token machinery.
@@ -50,6 +52,11 @@ type Options struct {
 	// KeyChanged signals that the API secret changed on disk: a replica whose
 	// key was rejected retries at once instead of waiting out its backoff.
 	KeyChanged <-chan struct{}
+	// Tracer, when set, records every renewal as a trace of its own
+	// ("token.renew", with the shared store's calls and the token call as
+	// children) and a request's wait for a token as a span "token.wait"
+	// (docs/tracing.md); nil when tracing is off.
+	Tracer trace.Tracer
 }
 
 // Manager keeps one valid token in memory and renews it ahead of expiry from
@@ -92,6 +99,9 @@ func NewManager(o Options) *Manager {
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 10 * time.Second
 	}
+	if o.Tracer != nil && o.Shared != nil {
+		o.Shared = tracedShared{o.Shared, o.Tracer}
+	}
 	return &Manager{
 		opts:    o,
 		log:     o.Logger,
@@ -108,7 +118,11 @@ func (m *Manager) Token(ctx context.Context) (*Token, error) {
 	return m.wait(ctx)
 }
 
-func (m *Manager) wait(ctx context.Context) (*Token, error) {
+func (m *Manager) wait(ctx context.Context) (tok *Token, err error) {
+	ctx, span := tracing.Child(ctx, m.opts.Tracer, "token.wait")
+	if span.IsRecording() {
+		defer func() { endSpan(span, err, resultOf(err)) }()
+	}
 	for {
 		m.mu.Lock()
 		t := m.cur.Load()
@@ -330,7 +344,12 @@ func (m *Manager) renewalDue(failures int, lastFailure time.Time) bool {
 
 // renew makes one attempt at obtaining a new token: from the shared store
 // when another replica already renewed, else from the token endpoint.
-func (m *Manager) renew(ctx context.Context) error {
+func (m *Manager) renew(ctx context.Context) (err error) {
+	if m.opts.Tracer != nil {
+		var span trace.Span
+		ctx, span = m.opts.Tracer.Start(ctx, RenewSpan, trace.WithNewRoot())
+		defer func() { endSpan(span, err, resultOf(err)) }()
+	}
 	m.mu.Lock()
 	m.fetching = true
 	by401, rejected := m.pending401, m.rejected
@@ -339,7 +358,6 @@ func (m *Manager) renew(ctx context.Context) error {
 
 	var tok *Token
 	var source string
-	var err error
 	if m.opts.Shared != nil {
 		tok, source, err = m.renewShared(ctx, rejected)
 	} else {
@@ -410,6 +428,10 @@ func (m *Manager) fetch(ctx context.Context) (tok *Token, err error) {
 		}
 	}()
 	defer background.Guard(m.log, m.opts.Panics, "token_renewal", "counted as a failed renewal", &panicked)
+	ctx, span := tracing.Child(ctx, m.opts.Tracer, "token.fetch", trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		defer func() { endSpan(span, err, resultOf(err)) }()
+	}
 	return m.opts.Fetcher.Fetch(ctx)
 }
 

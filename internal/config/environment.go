@@ -17,7 +17,8 @@ import (
 // file without a PEM certificate (upstream's, or Redis's while Redis is in
 // use), a server certificate that is expired or does not match its key, an
 // unset Redis password variable while Redis is in use, and the TLS files of
-// the mode in force, and two listeners whose host names resolve to one
+// the mode in force, an unset or malformed tracing headers variable while
+// tracing is on, and two listeners whose host names resolve to one
 // address. It never puts a file's content or a variable's value in a
 // problem. A nil getenv treats every variable as unset.
 //
@@ -71,6 +72,7 @@ func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
 	if t.Mode == "acme" && t.ACME.CARootFile != "" {
 		v.pemCertificates("server.tls.acme.ca_root_file", t.ACME.CARootFile)
 	}
+	v.tracingHeaders(c.Tracing, getenv)
 	v.resolvedListeners(listeners(c))
 }
 

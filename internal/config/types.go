@@ -18,7 +18,9 @@ type Config struct {
 	Policy    Policy    `yaml:"policy"`
 	// UpstreamBudget shares the vendor's request budget (docs/upstream-budget.md).
 	UpstreamBudget UpstreamBudget `yaml:"upstream_budget"`
-	Log            Log            `yaml:"log"`
+	// Tracing exports OpenTelemetry traces (docs/tracing.md).
+	Tracing Tracing `yaml:"tracing"`
+	Log     Log     `yaml:"log"`
 }
 
 // Server is the proxy listener.
@@ -270,6 +272,28 @@ type Share struct {
 	Cap *float64 `yaml:"cap"`
 }
 
+// Tracing is the tracing section: OpenTelemetry spans exported over
+// OTLP/HTTP (docs/tracing.md). Endpoint empty leaves tracing off.
+type Tracing struct {
+	// Endpoint is the OTLP/HTTP base URL (http or https, no credentials,
+	// query or fragment); spans go to its path + /v1/traces. Default ""
+	// (off).
+	Endpoint string `yaml:"endpoint"`
+	// SampleRatio, in [0, 1], is the share of requests traced among those
+	// that arrive without a traceparent; a traceparent's sampled flag
+	// decides for the others. Default 0.05.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName is the resource's service.name. Default "faxgate".
+	ServiceName string `yaml:"service_name"`
+	// HeadersEnv names an environment variable holding the OTLP headers
+	// ("k1=v1,k2=v2", e.g. an authorization for the collector); its value
+	// is a secret and is never printed. Default "" (no headers).
+	HeadersEnv string `yaml:"headers_env"`
+}
+
+// Enabled reports whether traces are exported.
+func (t Tracing) Enabled() bool { return t.Endpoint != "" }
+
 // Log configures logging.
 type Log struct {
 	// Level is debug, info, warn or error. Default "info".
@@ -314,6 +338,7 @@ func Default() Config {
 			AuthEndpoint: "deny",
 		},
 		UpstreamBudget: UpstreamBudget{HonorRetryAfter: true, MaxHold: 10 * time.Minute},
+		Tracing:        Tracing{SampleRatio: 0.05, ServiceName: "faxgate"},
 		Log:            Log{Level: "info", Format: "json"},
 	}
 }

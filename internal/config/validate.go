@@ -105,6 +105,7 @@ func (v *validator) validate(c *Config) {
 	v.validateRoutes(c.Routes)
 	v.validatePolicy(c.Policy, c.Routes.Extra)
 	v.validateUpstreamBudget(c.UpstreamBudget, c.Callers.List)
+	v.validateTracing(c.Tracing)
 	v.validateLog(c.Log)
 }
 

@@ -212,7 +212,7 @@ func NewBudget(cfg *config.Config, routes []string, now func() time.Time, d Deps
 	}
 	rb := NewRedisBudget(RedisBudgetOptions{
 		Client: d.Redis, KeyPrefix: cfg.Redis.KeyPrefix, Budget: cfg.UpstreamBudget, ReplicasHint: hint,
-		Now: now, Timeout: d.Timeout, Metrics: d.Metrics, Logger: d.Logger, Routes: routes,
+		Now: now, Timeout: d.Timeout, Metrics: d.Metrics, Logger: d.Logger, Routes: routes, Tracer: d.Tracer,
 	})
 	if _, wasShared := prev.(*RedisBudget); wasShared && prevLocal != nil {
 		rb.local.inherit(prevLocal)

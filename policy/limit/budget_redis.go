@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -154,6 +155,9 @@ type RedisBudgetOptions struct {
 	Logger  *zap.Logger
 	// Routes are the route names GET /budget reports route-scope windows for.
 	Routes []string
+	// Tracer records each decision asked of Redis as a span
+	// "budget.redis" (docs/tracing.md). Default: none.
+	Tracer trace.Tracer
 }
 
 // RedisBudget shares the budget's windows across the fleet through Redis,
@@ -192,7 +196,8 @@ func NewRedisBudget(o RedisBudgetOptions) *RedisBudget {
 		redis: redisFallback{timeout: o.Timeout, log: o.Logger,
 			upMsg:      "Redis answers again: the upstream budget is shared by the fleet again",
 			downMsg:    "Redis unreachable or too slow: the upstream budget is enforced locally at requests / replicas_hint",
-			downFields: []zap.Field{zap.Duration("retry_every", redisRateCooldown)}},
+			downFields: []zap.Field{zap.Duration("retry_every", redisRateCooldown)},
+			tracer:     o.Tracer, spanName: "budget.redis"},
 	}
 }
 

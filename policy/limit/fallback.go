@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/base/tracing"
 )
 
 // The shared rate limits and the shared upstream budget use Redis the same
@@ -36,6 +41,11 @@ type redisFallback struct {
 	// replica decides alone. Its one series is created by the first
 	// decision, not before: a 0 before any decision would read as an outage.
 	backendUp *prometheus.GaugeVec
+	// tracer, when set, records each decision asked of Redis as a span
+	// named spanName under the request's (docs/tracing.md); nil when
+	// tracing is off.
+	tracer   trace.Tracer
+	spanName string
 
 	stateMu  sync.Mutex   // orders transitions, so the gauge and logs agree with state
 	state    atomic.Int32 // stateShared or stateLocal; 0 before the first decision
@@ -51,8 +61,12 @@ func decideShared[R any](f *redisFallback, ctx context.Context, now time.Time, f
 	remote func(context.Context) (R, error), local, gone func() R) R {
 	if f.cool.try(now) {
 		rctx, cancel := context.WithTimeout(ctx, f.timeout)
+		rctx, span := tracing.Child(rctx, f.tracer, f.spanName, redisSpan...)
 		res, err := remote(rctx)
 		cancel()
+		if span.IsRecording() {
+			endRedisSpan(span, err, ctx.Err() != nil)
+		}
 		if err == nil {
 			f.ok()
 			return res
@@ -64,6 +78,26 @@ func decideShared[R any](f *redisFallback, ctx context.Context, now time.Time, f
 	}
 	fallback.Inc()
 	return local()
+}
+
+// redisSpan are the options of a decision's span: a call to Redis.
+var redisSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+	trace.WithAttributes(tracing.Redis, attribute.String("db.operation.name", "EVALSHA"))}
+
+// endRedisSpan ends a decision's span, saying who decided. The error is
+// not recorded: a fixed description says what happened, and no Redis
+// reply or address reaches the trace.
+func endRedisSpan(span trace.Span, err error, gone bool) {
+	switch {
+	case err == nil:
+		span.SetAttributes(tracing.Backend.String("redis"))
+	case gone:
+		span.SetAttributes(tracing.Result.String("caller_gone"))
+	default:
+		span.SetAttributes(tracing.Backend.String("local"))
+		span.SetStatus(codes.Error, "Redis failed or was too slow; decided locally")
+	}
+	span.End()
 }
 
 func (f *redisFallback) ok() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -43,6 +44,9 @@ type Deps struct {
 	Metrics *Metrics
 	Logger  *zap.Logger
 	Timeout time.Duration
+	// Tracer records the decisions asked of Redis as spans
+	// (docs/tracing.md); nil when tracing is off.
+	Tracer trace.Tracer
 }
 
 // NewRateLimiter builds the limiter of the rate_limit section. prev, the
@@ -71,6 +75,7 @@ func NewRateLimiter(cfg *config.Config, now func() time.Time, d Deps, prev RateL
 		Timeout:      d.Timeout,
 		Metrics:      d.Metrics,
 		Logger:       d.Logger,
+		Tracer:       d.Tracer,
 	}), nil
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/internal/config"
@@ -105,6 +106,9 @@ type RedisRateOptions struct {
 	Metrics *Metrics
 	// Logger is the limiter's logger. Default: none.
 	Logger *zap.Logger
+	// Tracer records each decision asked of Redis as a span
+	// "ratelimit.redis" (docs/tracing.md). Default: none.
+	Tracer trace.Tracer
 }
 
 // RedisRateLimiter enforces each caller's limit across all replicas through
@@ -165,7 +169,8 @@ func NewRedisRateLimiter(o RedisRateOptions) *RedisRateLimiter {
 		upMsg:      "Redis answers again: rate limits are shared by the fleet again",
 		downMsg:    "Redis unreachable or too slow: limiting locally at rps / replicas_hint",
 		downFields: []zap.Field{zap.Int("replicas_hint", l.hint), zap.Duration("retry_every", redisRateCooldown), zap.Duration("timeout", o.Timeout)},
-		backendUp:  o.Metrics.RateLimitBackendUp}
+		backendUp:  o.Metrics.RateLimitBackendUp,
+		tracer:     o.Tracer, spanName: "ratelimit.redis"}
 	return l
 }
 

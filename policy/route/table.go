@@ -179,3 +179,16 @@ var segmentByte = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// Template returns the path template of the route named name
+// ("/v1/esign_templates/{templateId}/fields"), or "" for "unmatched" and
+// names of no route. It is for traces (docs/tracing.md: http.route), off the
+// hot path: a linear scan.
+func (t *Table) Template(name string) string {
+	for _, r := range t.routes {
+		if r.Name == name {
+			return r.Path
+		}
+	}
+	return ""
+}

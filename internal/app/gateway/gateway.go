@@ -10,6 +10,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,6 +21,8 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/base/redisconn"
@@ -88,7 +91,8 @@ type Gateway struct {
 	transport *http.Transport
 	redis     redis.UniversalClient // nil unless cfg.UsesRedis()
 	keyWatch  *tokencache.KeyWatcher
-	tls       *servertls.Server // nil with server.tls.mode off
+	traces    *sdktrace.TracerProvider // nil with tracing off
+	tls       *servertls.Server        // nil with server.tls.mode off
 	compile   compileFunc
 	admin     http.Handler
 	draining  atomic.Bool
@@ -138,9 +142,19 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		return nil, fmt.Errorf("upstream.base_url: %w", err)
 	}
 
+	// Tracing (docs/tracing.md): a nil tracer, with tracing off, makes
+	// every part skip its spans.
+	var tracer trace.Tracer
+	if cfg.Tracing.Enabled() {
+		if g.traces, err = newTracing(cfg.Tracing, d.Getenv, d.Version, log.Named("tracing")); err != nil {
+			return nil, err
+		}
+		tracer = g.traces.Tracer(tracerName)
+	}
+
 	// One Redis connection serves the token store and the rate limiter.
 	var shared tokencache.Shared
-	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics.Limits)}
+	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics.Limits), policy.WithTracer(tracer)}
 	if cfg.UsesRedis() {
 		password, err := redisPassword(cfg.Redis, d.Getenv)
 		if err != nil {
@@ -190,6 +204,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Metrics:       g.Metrics.Tokens,
 		Logger:        log.Named("token"),
 		Panics:        g.Metrics.countPanic,
+		Tracer:        tracer,
 	})
 
 	g.compile = func(c *config.Config, prev *policy.Rules) (*policy.Rules, error) {
@@ -238,6 +253,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Logger:            log,
 		AccessLog:         logs.Access,
 		AuditLogger:       logs.Audit.Named("audit"),
+		Tracer:            tracer,
 	})
 	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON)
 	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
@@ -294,6 +310,13 @@ func (g *Gateway) release() {
 			g.tls.Close()
 		}
 		g.transport.CloseIdleConnections()
+		if g.traces != nil {
+			// The spans still queued go out if the collector answers
+			// soon; a down collector does not hold the exit.
+			ctx, cancel := context.WithTimeout(context.Background(), traceShutdownWait)
+			_ = g.traces.Shutdown(ctx)
+			cancel()
+		}
 	})
 }
 

@@ -69,6 +69,13 @@ type Options struct {
 	// fallback.
 	RateLimitTimeout time.Duration
 
+	// RedisPassword, when set, is the password of the Redis at RedisAddr
+	// or RateLimitRedisAddr (redis.password_env names a variable holding it).
+	RedisPassword string
+	// Env holds more environment variables for the gateway (its config's
+	// ${NAME} and the variables it names), beside the API key's.
+	Env map[string]string
+
 	// TLS, when set, serves the proxy listener over TLS: the harness
 	// writes server.tls (mode files), so Config must have no server.tls.
 	TLS *TLS
@@ -178,12 +185,20 @@ func Start(t testing.TB, o Options) *Gateway {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
+	if o.RedisPassword != "" && (o.RedisAddr != "" || o.RateLimitRedisAddr != "") {
+		yaml += "  password_env: FG_TEST_REDIS_PASSWORD\n"
+	}
+	getenv := func(k string) (string, bool) {
 		if k == "FG_TEST_KEY" {
 			return Key, true
 		}
-		return "", false
-	})
+		if k == "FG_TEST_REDIS_PASSWORD" && o.RedisPassword != "" {
+			return o.RedisPassword, true
+		}
+		v, ok := o.Env[k]
+		return v, ok
+	}
+	cfg, err := config.Parse([]byte(yaml), getenv)
 	if err != nil {
 		t.Fatalf("test config: %v\n%s", err, yaml)
 	}
@@ -209,12 +224,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	// configuration are shortened, so outages show in milliseconds.
 	gw, err := gateway.New(cfg, gateway.Deps{
 		Logs: gl, Registry: reg, Clock: clock.Real{}, Version: "test",
-		Getenv: func(k string) (string, bool) {
-			if k == "FG_TEST_KEY" {
-				return Key, true
-			}
-			return "", false
-		},
+		Getenv:           getenv,
 		TokenLeaseTTL:    2 * time.Second,
 		RedisOpTimeout:   500 * time.Millisecond,
 		RateLimitTimeout: o.RateLimitTimeout,

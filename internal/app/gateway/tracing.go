@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/tokencache"
+)
+
+// Tracing's timings (docs/tracing.md). Spans are batched in the background:
+// a request only puts its spans in a queue, which drops them when full, so
+// an unreachable or slow collector costs no request any time.
+const (
+	traceQueueSize     = 4096
+	traceBatchSize     = 512
+	traceBatchTimeout  = 2 * time.Second  // a span is exported within this
+	traceExportTimeout = 10 * time.Second // one export, retries included
+	traceShutdownWait  = 2 * time.Second  // flushing at exit waits no longer
+	exportWarnEvery    = time.Minute      // a failing collector is logged once per this
+)
+
+// tracerName is the instrumentation scope of every span faxgate makes.
+const tracerName = "github.com/faxgate/faxgate"
+
+// newTracing builds the tracer provider of cfg.Tracing: an OTLP/HTTP
+// (protobuf) exporter behind a batch processor, the sampler of
+// requestSampler, and a resource with service.name and service.version only.
+// It makes no connection; the exporter dials on its first batch.
+func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version string, log *zap.Logger) (*sdktrace.TracerProvider, error) {
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil { // validated by config
+		return nil, fmt.Errorf("tracing.endpoint: invalid URL")
+	}
+	// Explicit values for everything, so that no OTEL_EXPORTER_OTLP_*
+	// variable of the process changes what the config says.
+	headers := map[string]string{}
+	if cfg.HeadersEnv != "" {
+		v, ok := getenv(cfg.HeadersEnv)
+		if !ok {
+			return nil, fmt.Errorf("tracing.headers_env: environment variable %q is not set", cfg.HeadersEnv)
+		}
+		if headers, err = config.ParseOTLPHeaders(v); err != nil {
+			return nil, fmt.Errorf("tracing.headers_env: environment variable %q %s", cfg.HeadersEnv, err.Error())
+		}
+	}
+	opts := []otlptracehttp.Option{
+		otlptracehttp.WithEndpoint(u.Host),
+		otlptracehttp.WithURLPath(path.Join("/", u.Path, "v1/traces")),
+		otlptracehttp.WithHeaders(headers),
+		otlptracehttp.WithHTTPClient(exportClient()),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Second,
+			MaxInterval: 4 * time.Second, MaxElapsedTime: traceExportTimeout}),
+	}
+	if u.Scheme == "http" {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	exp, err := otlptrace.New(context.Background(), otlptracehttp.NewClient(opts...))
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	res := resource.NewSchemaless(
+		attribute.String("service.name", cfg.ServiceName),
+		attribute.String("service.version", version))
+	return sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(&quietExporter{next: exp, log: log},
+			sdktrace.WithMaxQueueSize(traceQueueSize),
+			sdktrace.WithMaxExportBatchSize(traceBatchSize),
+			sdktrace.WithBatchTimeout(traceBatchTimeout),
+			sdktrace.WithExportTimeout(traceExportTimeout)),
+		sdktrace.WithSampler(requestSampler(cfg.SampleRatio)),
+		sdktrace.WithResource(res),
+	), nil
+}
+
+// exportClient is the exporter's own HTTP client: its own connections
+// (never the upstream's), no proxy from the environment, and every phase
+// bounded.
+func exportClient() *http.Client {
+	return &http.Client{
+		Timeout: traceExportTimeout,
+		Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          4,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: traceExportTimeout,
+		},
+	}
+}
+
+// requestSampler is parent-based (docs/tracing.md): a request whose
+// traceparent is sampled is traced, one whose traceparent is not is not,
+// and one without a traceparent is traced at ratio. A token renewal, a
+// trace of its own, is always recorded: renewals are few, and each matters.
+func requestSampler(ratio float64) sdktrace.Sampler {
+	return sampler{requests: sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))}
+}
+
+type sampler struct{ requests sdktrace.Sampler }
+
+func (s sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Name == tokencache.RenewSpan && !trace.SpanContextFromContext(p.ParentContext).IsValid() {
+		return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+	}
+	return s.requests.ShouldSample(p)
+}
+
+func (s sampler) Description() string {
+	return "faxgate{token.renew:always," + s.requests.Description() + "}"
+}
+
+// quietExporter logs a failing export at most once per exportWarnEvery and
+// reports success to the batch processor, which would otherwise hand every
+// failure to OpenTelemetry's process-wide error handler (a plain stderr
+// line per batch). The batch is dropped either way.
+type quietExporter struct {
+	next sdktrace.SpanExporter
+	log  *zap.Logger
+
+	mu       sync.Mutex
+	lastWarn time.Time
+	down     bool // the last export failed
+}
+
+func (e *quietExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.next.ExportSpans(ctx, spans)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		if e.down {
+			e.down = false
+			e.log.Info("trace collector reachable again")
+		}
+		return nil
+	}
+	e.down = true
+	if now := time.Now(); e.lastWarn.IsZero() || now.Sub(e.lastWarn) >= exportWarnEvery {
+		// The error names the endpoint and the reason, never a header.
+		e.log.Warn("trace export failed; spans are dropped until the collector answers",
+			zap.Int("spans", len(spans)), zap.Error(err))
+		e.lastWarn = now
+	}
+	return nil
+}
+
+func (e *quietExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }

@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/faxgate/faxgate/internal/base/tracing"
+)
+
+// The request's trace (docs/tracing.md). With tracing off (no Tracer) the
+// only work is reading a caller's traceparent for the log lines, without
+// allocating; with tracing on, every request gets a SERVER span (recorded
+// when sampled), every upstream attempt a CLIENT span whose context goes
+// upstream as traceparent, and waits get spans of their own.
+
+// traceContext is the W3C Trace Context propagator; it holds no state.
+var traceContext propagation.TraceContext
+
+// headerCarrier carries the Trace Context headers in an http.Header by
+// their canonical keys: propagation.HeaderCarrier's Get and Set would
+// canonicalize "traceparent" into a new string on every request.
+type headerCarrier http.Header
+
+var _ propagation.TextMapCarrier = headerCarrier(nil)
+
+func canonicalTraceKey(k string) string {
+	switch k {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+func (c headerCarrier) Get(k string) string {
+	if vs := c[canonicalTraceKey(k)]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(k, v string) { c[canonicalTraceKey(k)] = []string{v} }
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// serverSpan are the SERVER span's options, built once: a variadic
+// argument would be allocated on every request.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
+// traceIDs is what a request's log lines carry of its trace.
+type traceIDs struct {
+	span    trace.Span // the SERVER span; nil when tracing is off
+	traceID trace.TraceID
+	spanID  trace.SpanID // valid only with tracing on
+	hasID   bool         // traceID is set
+	hex     [48]byte     // the IDs in hex, for idStrings
+}
+
+// idStrings returns the IDs in hex ("" for a span ID not set), in
+// memory of the exchange: TraceID.String would allocate on every line.
+// The strings live as long as the exchange, which is never reused.
+func (t *traceIDs) idStrings() (trace, span string) {
+	tracing.AppendHex(t.hex[:0], t.traceID[:])
+	trace = unsafe.String(&t.hex[0], 32)
+	if t.spanID.IsValid() {
+		tracing.AppendHex(t.hex[32:32], t.spanID[:])
+		span = unsafe.String(&t.hex[32], 16)
+	}
+	return trace, span
+}
+
+// startTrace runs at the start of a request. With tracing off it reads the
+// caller's traceparent (a valid one puts its trace ID on the log lines);
+// with tracing on it starts the SERVER span, as a child of a valid
+// traceparent, and returns r with the span in its context.
+func (h *Handler) startTrace(r *http.Request, ex *exchange) *http.Request {
+	if h.tracer == nil {
+		if vs := r.Header["Traceparent"]; len(vs) == 1 {
+			ex.traceID, ex.hasID = tracing.ParseTraceparent(vs[0])
+		}
+		return r
+	}
+	ctx := traceContext.Extract(r.Context(), headerCarrier(r.Header))
+	// The name is settled in endTrace, once the route is known; the
+	// sampler sees the method only.
+	ctx, span := h.tracer.Start(ctx, ex.method, serverSpan...)
+	sc := span.SpanContext()
+	ex.span, ex.traceID, ex.spanID, ex.hasID = span, sc.TraceID(), sc.SpanID(), true
+	return r.WithContext(ctx)
+}
+
+// endTrace ends the SERVER span with what the request came to. Only a
+// recorded span gets its name and attributes: an unsampled request costs
+// no more here.
+func (h *Handler) endTrace(ex *exchange, status int) {
+	span := ex.span
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetName(ex.method + " " + ex.route)
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		attribute.String("http.request.method", ex.method),
+		attribute.Int("http.response.status_code", status),
+		tracing.Caller.String(ex.caller))
+	if tmpl := routeTemplate(ex); tmpl != "" {
+		attrs = append(attrs, attribute.String("http.route", tmpl))
+	}
+	if ex.code != "" {
+		attrs = append(attrs, tracing.Error.String(ex.code))
+	}
+	if ex.auditRoute != "" {
+		decision, _ := auditDecision(ex)
+		attrs = append(attrs, tracing.Decision.String(decision))
+	}
+	span.SetAttributes(attrs...)
+	if status >= 500 {
+		desc := ex.code
+		if desc == "" {
+			desc = "upstream answered " + strconv.Itoa(status)
+		}
+		span.SetStatus(codes.Error, desc)
+	}
+	span.End()
+}
+
+// routeTemplate is the path template of ex's route, "" when the request
+// resolved to no route of the table (unmatched, or refused before).
+func routeTemplate(ex *exchange) string {
+	if ex.rules == nil || ex.target.Route == "" {
+		return ""
+	}
+	return ex.rules.Table.Template(ex.target.Route)
+}
+
+// startAttempt is called just before an upstream attempt (resend: 0 for
+// the first, 1 for the resend after a 401). For a sampled request it
+// starts the attempt's CLIENT span and sends its context upstream as
+// traceparent, so the upstream's parent is that span; for an unsampled
+// one the SERVER span's context goes up, marked not sampled. With tracing
+// off it does nothing, and the caller's traceparent passes through.
+func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int) trace.Span {
+	if ex.span == nil {
+		return nil
+	}
+	ctx := req.Context()
+	// The caller's tracestate goes up only as part of a trace it belongs
+	// to: Inject writes it back from the span context, where a valid
+	// traceparent put it; beside an invalid one it is dropped, as W3C
+	// Trace Context asks.
+	delete(req.Header, "Tracestate")
+	if !ex.span.IsRecording() {
+		traceContext.Inject(ctx, headerCarrier(req.Header))
+		return nil
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs,
+		attribute.String("http.request.method", req.Method),
+		attribute.String("server.address", req.URL.Hostname()))
+	if p := req.URL.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err == nil {
+			attrs = append(attrs, attribute.Int("server.port", n))
+		}
+	}
+	name := req.Method
+	if tmpl := routeTemplate(ex); tmpl != "" {
+		// Never url.full: the query string stays out of traces.
+		attrs = append(attrs, attribute.String("url.template", tmpl))
+		name += " " + tmpl
+	}
+	if resend > 0 {
+		attrs = append(attrs, attribute.Int("http.request.resend_count", resend))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	traceContext.Inject(ctx, headerCarrier(req.Header))
+	return span
+}
+
+// endAttempt ends an attempt's CLIENT span with the upstream's status. A
+// transport error is described by a fixed text: its message would quote
+// the URL, query string included.
+func endAttempt(span trace.Span, resp *http.Response, err error) {
+	if span == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, "no answer from the upstream")
+	default:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(resp.StatusCode))
+		}
+	}
+	span.End()
+}
+
+// budgetWait is the span of one wait for the upstream budget (a Retry-After
+// hold's end, or a slot of an upstream_budget limit: docs/upstream-budget.md)
+// of a request that would otherwise be refused with 429. The zero value,
+// what startBudgetWait returns with tracing off or for an unsampled
+// request, does nothing and costs nothing to make.
+//
+// The waiting code calls it like this:
+//
+//	ctx, bw := h.startBudgetWait(r.Context(), "budget", limitName)
+//	admitted := wait(ctx)      // the wait itself, ending when admitted, refused or gone
+//	bw.end(outcome)            // "admitted", "refused" or "caller_gone"
+type budgetWait struct {
+	span  trace.Span
+	start time.Time
+}
+
+// startBudgetWait starts the "budget.wait" span under ctx's (the request's)
+// span. cause is "hold" (a Retry-After hold) or "budget" (a limit's
+// window); limit names the limit, "" for a hold.
+func (h *Handler) startBudgetWait(ctx context.Context, cause, limit string) (context.Context, budgetWait) {
+	ctx, span := tracing.Child(ctx, h.tracer, "budget.wait")
+	if !span.IsRecording() {
+		return ctx, budgetWait{}
+	}
+	attrs := []attribute.KeyValue{attribute.String("faxgate.wait.cause", cause)}
+	if limit != "" {
+		attrs = append(attrs, tracing.Limit.String(limit))
+	}
+	span.SetAttributes(attrs...)
+	return ctx, budgetWait{span: span, start: time.Now()}
+}
+
+// recordBudgetWait records, after the fact, a wait that happened: for
+// waiting code that learns only when it returns whether (and how long) the
+// request waited. end is when the wait ended, waited how long it took; it
+// records nothing for waited <= 0, with tracing off, or for an unsampled
+// request. In admitWaiting (issue 23), after Waitlist.Admit:
+//
+//	if waited > 0 {
+//		cause := "budget"
+//		if out.Throttled {
+//			cause = "hold"
+//		}
+//		h.recordBudgetWait(r.Context(), time.Now(), waited, cause, out.Limit, outcome)
+//	}
+func (h *Handler) recordBudgetWait(ctx context.Context, end time.Time, waited time.Duration, cause, limit, outcome string) {
+	if waited <= 0 || h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	_, span := h.tracer.Start(ctx, "budget.wait", trace.WithTimestamp(end.Add(-waited)))
+	attrs := []attribute.KeyValue{attribute.String("faxgate.wait.cause", cause),
+		tracing.Result.String(outcome), attribute.Float64("faxgate.wait.seconds", waited.Seconds())}
+	if limit != "" {
+		attrs = append(attrs, tracing.Limit.String(limit))
+	}
+	span.SetAttributes(attrs...)
+	span.End(trace.WithTimestamp(end))
+}
+
+// end ends the wait's span with its outcome: "admitted", "refused" (the
+// wait would outlast max_wait, or the queue is full) or "caller_gone".
+func (w budgetWait) end(outcome string) {
+	if w.span == nil {
+		return
+	}
+	w.span.SetAttributes(tracing.Result.String(outcome),
+		attribute.Float64("faxgate.wait.seconds", time.Since(w.start).Seconds()))
+	w.span.End()
+}
