@@ -10,13 +10,13 @@ import (
 type AccessFields struct {
 	ID, Caller, Route, Method, Code string
 	Status, UpstreamStatus          int
-	Elapsed                         time.Duration
+	Elapsed, Waited                 time.Duration
 	BytesIn, BytesOut               int64
 }
 
 func (f AccessFields) exchange() *exchange {
 	ex := &exchange{id: f.ID, caller: f.Caller, route: f.Route, method: f.Method, code: f.Code,
-		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed}
+		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed, waited: f.Waited}
 	ex.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
 	return ex
 }
