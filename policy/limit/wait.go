@@ -106,10 +106,22 @@ func WaitKeys(b Budget, caller, route string, honour bool) (keys []string, reser
 	return keys, reserved, first
 }
 
+// DefaultWaitGuard is how long after its admission time a waiting request
+// asks again. A burst admitted at once reaches the vendor spread by its
+// transit time; the requests that wait for its slots are admitted together
+// one window later and, fewer at once, travel faster: asked at the very
+// edge they could reach the vendor inside the window they replace. The
+// guard keeps them out of it (docs/upstream-budget.md#waiting-instead-of-refusing).
+const DefaultWaitGuard = 100 * time.Millisecond
+
 // WaitlistOptions configures a Waitlist.
 type WaitlistOptions struct {
 	// Clock times the waits; default clock.Real.
 	Clock clock.Clock
+	// Guard delays every wake-up past its admission time (DefaultWaitGuard
+	// in the gateway), never past the request's deadline; 0 wakes at the
+	// admission time itself.
+	Guard time.Duration
 	// Waiting, when set, is faxgate_upstream_budget_waiting.
 	Waiting prometheus.Gauge
 }
@@ -118,6 +130,7 @@ type WaitlistOptions struct {
 // gateway, across reloads.
 type Waitlist struct {
 	clock   clock.Clock
+	guard   time.Duration
 	waiting prometheus.Gauge
 
 	mu       sync.Mutex
@@ -154,7 +167,7 @@ func NewWaitlist(o WaitlistOptions) *Waitlist {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Waitlist{clock: o.Clock, waiting: o.Waiting, queues: map[string]*waitQueue{}, byCaller: map[string]int{}}
+	return &Waitlist{clock: o.Clock, guard: max(o.Guard, 0), waiting: o.Waiting, queues: map[string]*waitQueue{}, byCaller: map[string]int{}}
 }
 
 // Admit decides r with decide and, when it is refused and may wait, waits
@@ -327,20 +340,31 @@ func (l *Waitlist) wait(ctx context.Context, w *waiter, decide func(context.Cont
 		now := l.clock.Now()
 		try := false
 		if q := w.q; q.ws[0] == w {
-			switch {
-			case w.at.After(w.deadline):
+			if w.at.After(w.deadline) {
 				// A drain moved the deadline before the next try.
 				out := q.last
 				out.RetryAfter = max(w.at.Sub(now), time.Millisecond)
 				l.remove(w, time.Time{})
 				l.mu.Unlock()
 				return out
-			case !w.at.After(now):
+			}
+			wake := w.at
+			if l.guard > 0 && !w.at.IsZero() {
+				wake = w.at.Add(l.guard)
+				if wake.After(w.deadline) {
+					wake = w.deadline
+				}
+				if wake.Before(w.at) {
+					wake = w.at
+				}
+			}
+			switch {
+			case !wake.After(now):
 				try = true
 				stop()
-			case tc == nil || !armed.Equal(w.at):
+			case tc == nil || !armed.Equal(wake):
 				stop()
-				t, armed = l.clock.NewTimer(w.at.Sub(now)), w.at
+				t, armed = l.clock.NewTimer(wake.Sub(now)), wake
 				tc = t.C()
 			}
 		} else {

@@ -173,7 +173,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.Holds = limit.NewHolds(limit.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout, Panics: g.Metrics.countPanic})
 	limit.RegisterHolds(d.Registry, g.Holds.Each)
-	g.Waitlist = limit.NewWaitlist(limit.WaitlistOptions{Clock: d.Clock, Waiting: g.Metrics.Proxy.BudgetWaiting})
+	g.Waitlist = limit.NewWaitlist(limit.WaitlistOptions{Clock: d.Clock, Guard: limit.DefaultWaitGuard,
+		Waiting: g.Metrics.Proxy.BudgetWaiting})
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
