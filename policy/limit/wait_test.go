@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type waitRig struct {
 	asked   atomic.Int64
 	mu      sync.Mutex
 	order   []string // the callers asked, in order
+	passed  []string // the requests admitted, in order
 	maxWait time.Duration
 	maxN    int
 }
@@ -45,7 +47,7 @@ func newWaitRig(t *testing.T, limits []config.BudgetLimit, shares map[string]con
 		list: NewWaitlist(WaitlistOptions{Clock: clk, Waiting: g}), maxWait: 30 * time.Second, maxN: 1000}
 }
 
-func (r *waitRig) decide(caller, route string) func(context.Context) Outcome {
+func (r *waitRig) decide(who, caller, route string) func(context.Context) Outcome {
 	return func(ctx context.Context) Outcome {
 		r.asked.Add(1)
 		r.mu.Lock()
@@ -56,6 +58,9 @@ func (r *waitRig) decide(caller, route string) func(context.Context) Outcome {
 		}
 		d := r.budget.Admit(ctx, caller, route)
 		if d.Allowed {
+			r.mu.Lock()
+			r.passed = append(r.passed, who)
+			r.mu.Unlock()
 			return Outcome{Allowed: true}
 		}
 		return Outcome{Key: d.WaitKey(caller), RetryAfter: d.RetryAfter, Limit: d.Limit}
@@ -74,7 +79,7 @@ func (r *waitRig) admit(ctx context.Context, who, caller, route string, done cha
 	keys, reserved, first := WaitKeys(r.budget, caller, route, true)
 	req := WaitRequest{Caller: caller, MaxWait: r.maxWait, MaxWaiting: r.maxN, Keys: keys, Reserved: reserved, First: first}
 	go func() {
-		out, waited := r.list.Admit(ctx, req, r.decide(caller, route))
+		out, waited := r.list.Admit(ctx, req, r.decide(who, caller, route))
 		done <- waitResult{who, out, waited}
 	}()
 }
@@ -109,6 +114,14 @@ func (r *waitRig) settled(n int) {
 		}
 		return r.list.Waiters().Total == n && r.clk.Pending() == want
 	}, "the waitlist to settle")
+}
+
+// admitted is the requests admitted so far, in the order the budget
+// admitted them.
+func (r *waitRig) admitted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.passed...)
 }
 
 func recv(t *testing.T, done <-chan waitResult) waitResult {
@@ -164,8 +177,11 @@ func TestWaitFIFOWakesAtAdmissionTimeWithoutPolling(t *testing.T) {
 		t.Errorf("asked %d times before the window freed, want 1", got)
 	}
 	r.clk.Advance(time.Second)
-	if a, b := recv(t, done), recv(t, done); a.who != "A" || b.who != "B" || !a.out.Allowed || !b.out.Allowed {
-		t.Fatalf("at 10 s: %+v then %+v, want A then B admitted", a, b)
+	if a, b := recv(t, done), recv(t, done); !a.out.Allowed || !b.out.Allowed {
+		t.Fatalf("at 10 s: %+v and %+v, want both admitted", a, b)
+	}
+	if got := fmt.Sprint(r.admitted()); got != "[A B]" {
+		t.Fatalf("admitted %s at 10 s, want [A B]", got)
 	}
 	r.settled(1)
 	// C asked once at 10 s (refused: A and B took the two slots) and sleeps
@@ -223,10 +239,13 @@ func TestWaitHoldReserveFirst(t *testing.T) {
 	}
 	r.settled(2)
 	r.clk.Advance(5 * time.Second)
-	for _, want := range []string{"intake", "batch"} {
-		if res := recv(t, done); res.who != want || !res.out.Allowed || res.waited != 5*time.Second {
-			t.Errorf("after the hold: %+v, want %s admitted", res, want)
+	for range 2 {
+		if res := recv(t, done); !res.out.Allowed || res.waited != 5*time.Second {
+			t.Errorf("after the hold: %+v, want admitted after 5 s", res)
 		}
+	}
+	if got := fmt.Sprint(r.admitted()); got != "[intake batch]" {
+		t.Errorf("admitted %s, want [intake batch]: a reserve goes first", got)
 	}
 }
 
@@ -315,8 +334,11 @@ func TestWaitHoldThenBudget(t *testing.T) {
 	}
 	r.settled(3)
 	r.clk.Advance(2 * time.Second)
-	if a, b := recv(t, done), recv(t, done); !a.out.Allowed || !b.out.Allowed || a.who != "A" || b.who != "B" {
+	if a, b := recv(t, done), recv(t, done); !a.out.Allowed || !b.out.Allowed {
 		t.Fatalf("after the hold: %+v, %+v", a, b)
+	}
+	if got := fmt.Sprint(r.admitted()); got != "[A B]" {
+		t.Fatalf("admitted %s after the hold, want [A B]", got)
 	}
 	// C: the window is full until 12 s (A's entry at 2 s), beyond its
 	// deadline of 12 s from 0 s? 2 + 10 = 12: exactly at it, so it waits.
@@ -396,5 +418,35 @@ func TestWaitThousandWaitersCostNoCPU(t *testing.T) {
 		if res := recv(t, done); !res.out.Allowed {
 			t.Fatalf("after the window: %+v", res)
 		}
+	}
+}
+
+// TestWaitGuard: with a guard, the head asks that long after its
+// admission time, never after its deadline.
+func TestWaitGuard(t *testing.T) {
+	r := newWaitRig(t, tenant2, nil)
+	r.list = NewWaitlist(WaitlistOptions{Clock: r.clk, Guard: DefaultWaitGuard})
+	admitN(r.budget, "batch", "contacts.list", 2)
+	done := make(chan waitResult, 2)
+	r.queued(context.Background(), "A", "batch", "contacts.list", done)
+	r.settled(1)
+	if at, _ := r.clk.NextDeadline(); !at.Equal(time.Unix(1_000_010, 0).Add(DefaultWaitGuard)) {
+		t.Errorf("the head sleeps until %v, want 10 s and the guard", at)
+	}
+	r.clk.Advance(10*time.Second + DefaultWaitGuard)
+	if a := recv(t, done); !a.out.Allowed {
+		t.Errorf("A: %+v", a)
+	}
+	// A deadline of exactly 10 s: the guard gives way to it.
+	r.maxWait = 10 * time.Second
+	admitN(r.budget, "batch", "contacts.list", 1)
+	r.queued(context.Background(), "B", "batch", "contacts.list", done)
+	r.settled(1)
+	if at, _ := r.clk.NextDeadline(); !at.Equal(r.clk.Now().Add(10 * time.Second)) {
+		t.Errorf("B sleeps until %v, want its deadline", at)
+	}
+	r.clk.Advance(10 * time.Second)
+	if b := recv(t, done); !b.out.Allowed {
+		t.Errorf("B: %+v", b)
 	}
 }
