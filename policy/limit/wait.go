@@ -204,13 +204,19 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide func(context
 			return out, 0
 		}
 		join = l.queue(out.Key)
+		if len(join.ws) > 0 && join.ws[0].at.After(deadline) {
+			// Others wait there already, and their next turn is too late.
+			out.RetryAfter = max(join.ws[0].at.Sub(now), out.RetryAfter)
+			l.mu.Unlock()
+			return out, 0
+		}
 		join.last = out
 	} else {
 		now := l.clock.Now()
 		next := join.ws[0].at
 		if next.After(deadline) || l.n >= r.MaxWaiting {
 			out := join.last
-			out.RetryAfter = max(next.Sub(now), out.RetryAfter, time.Millisecond)
+			out.RetryAfter = max(next.Sub(now), time.Millisecond)
 			l.mu.Unlock()
 			return out, 0
 		}
