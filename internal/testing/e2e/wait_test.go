@@ -443,3 +443,61 @@ func cpuTime(t *testing.T) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestWaiterThatLeavesIsRemovedAtOnce: a caller that closes its connection
+// while it waits leaves the queue at once; it never reaches the vendor and
+// counts in no window.
+func TestWaiterThatLeavesIsRemovedAtOnce(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+upstream_budget:
+  max_wait: 5s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("contacts.list", 2*time.Second)
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{}`
+	if _, err := io.WriteString(c, "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, g, 1)
+	c.Close()
+	left := time.Now()
+	waitGauge(t, g, 0)
+	if d := time.Since(left); d > 500*time.Millisecond {
+		t.Errorf("the waiter left %v after its caller", d)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the hold: nothing is sent for it
+	if n := g.Sim.RouteCounts()["POST /v1/contacts/list"]; n != 0 {
+		t.Errorf("%d requests reached the vendor", n)
+	}
+	resp, err := http.Get(g.AdminURL + "/budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Limits []struct {
+			Windows []struct{ Used int } `json:"windows"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Limits) != 1 || len(st.Limits[0].Windows) != 1 ||
+		st.Limits[0].Windows[0].Used != 0 {
+		t.Errorf("GET /budget after the departure: %+v (%v), want nothing counted", st, err)
+	}
+}
+
+func waitGauge(t *testing.T, g *gatewaytest.Gateway, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("faxgate_upstream_budget_waiting is %v, want %v", testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
