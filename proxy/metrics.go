@@ -34,6 +34,11 @@ type Metrics struct {
 	BudgetWaiting prometheus.Gauge
 	// BudgetWait is the time waited by requests then admitted; caller.
 	BudgetWait *prometheus.HistogramVec
+	// BudgetMaxWait and BudgetMaxWaiting are upstream_budget.max_wait and
+	// max_waiting in force, so that an alert can compare the waits with
+	// them whatever each release configured.
+	BudgetMaxWait    prometheus.Gauge
+	BudgetMaxWaiting prometheus.Gauge
 }
 
 // waitBuckets span a wait for the next slot of a busy window (tens of
@@ -103,10 +108,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.",
 			Buckets: waitBuckets,
 		}, []string{"caller"}),
+		BudgetMaxWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_wait_seconds",
+			Help: "upstream_budget.max_wait in force: the longest a request waits for a hold or a limit (0: refused at once).",
+		}),
+		BudgetMaxWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_waiting",
+			Help: "upstream_budget.max_waiting in force: the most requests waiting at once on this replica.",
+		}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
 		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused,
-		m.BudgetWaiting, m.BudgetWait)
+		m.BudgetWaiting, m.BudgetWait, m.BudgetMaxWait, m.BudgetMaxWaiting)
 	return m
 }
 
@@ -139,6 +152,8 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		return
 	}
 	callers := r.Policy.Callers()
+	m.BudgetMaxWait.Set(r.MaxWait.Seconds())
+	m.BudgetMaxWaiting.Set(float64(r.MaxWaiting))
 	for _, name := range r.Table.RouteNames() {
 		if name == route.RouteAuth { // answered by the gateway, never forwarded
 			continue
