@@ -8,6 +8,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy/limit"
+	"github.com/faxgate/faxgate/proxy/listener"
 )
 
 // admitUpstream applies upstream_budget (docs/upstream-budget.md) to a request
@@ -55,7 +56,20 @@ func (h *Handler) admitWaiting(w *responseWriter, r *http.Request, ex *exchange)
 	keys, reserved, first := limit.WaitKeys(rules.Budget, ex.caller, ex.route, honour)
 	req := limit.WaitRequest{Caller: ex.caller, MaxWait: rules.MaxWait, MaxWaiting: rules.MaxWaiting,
 		Keys: keys, Reserved: reserved, First: first}
-	out, waited := h.opts.Waitlist.Admit(r.Context(), req, func(ctx context.Context) limit.Outcome {
+	// A body still unread hides the caller's close from net/http: such a
+	// waiter asks the connection before each turn, and leaves uncounted
+	// when its caller is gone.
+	ctx, unread := r.Context(), r.ContentLength != 0 && ex.buffered == nil && r.Body != http.NoBody
+	var cancel context.CancelFunc
+	if unread {
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+	}
+	out, waited := h.opts.Waitlist.Admit(ctx, req, func(ctx context.Context) limit.Outcome {
+		if unread && listener.PeerClosed(r) {
+			cancel()
+			return limit.Outcome{}
+		}
 		return h.decideUpstream(ctx, ex, honour)
 	})
 	ex.waited = waited
@@ -69,7 +83,7 @@ func (h *Handler) admitWaiting(w *responseWriter, r *http.Request, ex *exchange)
 	if out.Throttled {
 		return upstreamThrottled(ex.route)
 	}
-	if r.Context().Err() == nil { // not a caller that left while it waited
+	if ctx.Err() == nil { // not a caller that left while it waited
 		h.opts.Metrics.BudgetRefused.WithLabelValues(ex.caller, out.Limit).Inc()
 	}
 	return budgetExhausted(ex.caller, out.Limit)

@@ -501,3 +501,63 @@ func waitGauge(t *testing.T, g *gatewaytest.Gateway, want float64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestWaiterWithUnreadBodyThatLeavesIsNotCounted: a body over 32 KiB is
+// still unread while its request waits, so net/http cannot see the
+// caller's close; the waiter asks the connection at its turn and leaves
+// then, uncounted and never forwarded (Linux). The body here fits in the
+// socket's receive buffer, so the caller's FIN arrives behind it.
+func TestWaiterWithUnreadBodyThatLeavesIsNotCounted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the TCP state is read with Linux's TCP_INFO")
+	}
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+upstream_budget:
+  max_wait: 5s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("contacts.create", 2*time.Second)
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"first_name":"` + strings.Repeat("a", 64<<10) + `"}`
+	if _, err := io.WriteString(c, "POST /v1/contacts/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, g, 1)
+	c.Close()
+	start := time.Now()
+	waitGauge(t, g, 0)
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("the waiter left %v after its caller, want at its turn (the hold's end)", d)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := g.Sim.RouteCounts()["POST /v1/contacts/create"]; n != 0 {
+		t.Errorf("%d requests reached the vendor", n)
+	}
+	if used := tenantUsed(t, g); used != 0 {
+		t.Errorf("the tenant window counted %d, want nothing of a caller that left", used)
+	}
+}
+
+// tenantUsed is GET /budget's use of the one tenant window.
+func tenantUsed(t *testing.T, g *gatewaytest.Gateway) int {
+	t.Helper()
+	resp, err := http.Get(g.AdminURL + "/budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Limits []struct {
+			Windows []struct{ Used int } `json:"windows"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Limits) != 1 || len(st.Limits[0].Windows) != 1 {
+		t.Fatalf("GET /budget: %+v (%v)", st, err)
+	}
+	return st.Limits[0].Windows[0].Used
+}
