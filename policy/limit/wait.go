@@ -152,7 +152,7 @@ type waitQueue struct {
 type waiter struct {
 	seq      uint64
 	prio     bool // the caller holds a reserve where the request counts
-	first    bool // prio, in a hold's queue: it goes ahead of callers without
+	first    bool // prio, in a hold's queue: it goes ahead of callers without a reserve
 	trying   bool // it is asking now: neither pruned nor drained meanwhile
 	caller   string
 	deadline time.Time
