@@ -27,6 +27,11 @@ type Rules struct {
 	// holds its route for its Retry-After, at most MaxHold.
 	HonorRetryAfter bool
 	MaxHold         time.Duration
+	// MaxWait and MaxWaiting are upstream_budget's: with MaxWait > 0 a
+	// request a hold or a limit refuses waits for its turn instead
+	// (limit.Waitlist).
+	MaxWait    time.Duration
+	MaxWaiting int
 	// IdentityHeader is callers.identity_header as the forward compares
 	// header names: canonical, with underscores read as hyphens
 	// (routetable.FoldedHeaderName). It is never forwarded upstream, however the
@@ -84,6 +89,8 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 
 		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
 		MaxHold:         cfg.UpstreamBudget.MaxHold,
+		MaxWait:         cfg.UpstreamBudget.MaxWait,
+		MaxWaiting:      cfg.UpstreamBudget.MaxWaiting,
 
 		IdentityHeader: routetable.FoldedHeaderName(cfg.Callers.IdentityHeader),
 		AuthShim:       cfg.Policy.AuthEndpoint == "shim",

@@ -45,10 +45,10 @@ func accessLines(t testing.TB, now time.Time, f proxy.AccessFields) (fast, viaZa
 func TestAccessLineFormat(t *testing.T) {
 	const want = `{"level":"info","ts":"2026-11-26T01:02:03.4506Z","logger":"access","msg":"request",` +
 		`"request_id":"0a1b2c3d","caller":"billing","route":"contacts.list","method":"POST","status":200,` +
-		`"duration_ms":1.234,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"error":""}` + "\n"
+		`"duration_ms":2001.234,"wait_ms":2000,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"error":""}` + "\n"
 	now := time.Date(2026, 11, 26, 1, 2, 3, 450600000, time.UTC)
 	fast, z := accessLines(t, now, proxy.AccessFields{ID: "0a1b2c3d", Caller: "billing", Route: "contacts.list", Method: "POST",
-		Status: 200, UpstreamStatus: 200, Elapsed: 1234 * time.Microsecond, BytesIn: 55, BytesOut: 1100})
+		Status: 200, UpstreamStatus: 200, Elapsed: 2001234 * time.Microsecond, Waited: 2 * time.Second, BytesIn: 55, BytesOut: 1100})
 	if fast != want || z != want {
 		t.Errorf("access line\n got: %s     zap: %s    want: %s", fast, z, want)
 	}
@@ -58,7 +58,7 @@ func TestAccessLineMatchesZap(t *testing.T) {
 	now := time.Date(2026, 11, 26, 1, 2, 3, 450600000, time.UTC)
 	cases := []proxy.AccessFields{
 		{ID: "0a1b2c3d4e5f6a7b", Caller: "billing", Route: "contacts.list", Method: "POST",
-			Status: 200, UpstreamStatus: 200, Elapsed: 1234567 * time.Nanosecond, BytesIn: 55, BytesOut: 1100},
+			Status: 200, UpstreamStatus: 200, Elapsed: 1234567 * time.Nanosecond, Waited: 1234 * time.Microsecond, BytesIn: 55, BytesOut: 1100},
 		{ID: "x", Caller: "unidentified", Route: "none", Method: "other", Code: "forbidden", Status: 403},
 		{ID: "q\"uote\\back\nline\rret\ttab\x00\x1f\x7f<>&", Caller: "héllo\xff\xfe世界", Route: "\u2028",
 			Method: "GET", Code: "client_closed", Status: 499, Elapsed: -time.Millisecond, BytesIn: -1, BytesOut: math.MaxInt64},
@@ -115,7 +115,8 @@ func FuzzAccessLineMatchesZap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, caller, route, method, code string, status, up int, elapsed, in, out, tz int64, ids []byte) {
 		now := time.Unix(1764118923, elapsed&0x3fffffff).In(time.FixedZone("Z", int(tz%86400)))
 		fl := proxy.AccessFields{ID: id, Caller: caller, Route: route, Method: method, Code: code,
-			Status: status, UpstreamStatus: up, Elapsed: time.Duration(elapsed), BytesIn: in, BytesOut: out}
+			Status: status, UpstreamStatus: up, Elapsed: time.Duration(elapsed), Waited: time.Duration(elapsed / 3),
+			BytesIn: in, BytesOut: out}
 		if len(ids) >= 16 {
 			copy(fl.TraceID[:], ids)
 			copy(fl.SpanID[:], ids[16:])

@@ -29,6 +29,7 @@ type exchange struct {
 	code     string        // the error code, when the gateway answered itself
 	status   int           // the status answered, for the access line
 	elapsed  time.Duration // the time taken, for the access line
+	waited   time.Duration // the time waited for the upstream budget (budget.go), for the access line
 	logField [1]zap.Field  // the access line's one (inlined) field
 	traceIDs               // the trace the log lines carry, and the SERVER span (trace.go)
 

@@ -10,7 +10,7 @@ import (
 type AccessFields struct {
 	ID, Caller, Route, Method, Code string
 	Status, UpstreamStatus          int
-	Elapsed                         time.Duration
+	Elapsed, Waited                 time.Duration
 	BytesIn, BytesOut               int64
 	// TraceID and SpanID, when not zero, are the line's trace_id and
 	// span_id (a span ID only with a trace ID, as the handler sets them).
@@ -20,7 +20,7 @@ type AccessFields struct {
 
 func (f AccessFields) exchange() *exchange {
 	ex := &exchange{id: f.ID, caller: f.Caller, route: f.Route, method: f.Method, code: f.Code,
-		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed}
+		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed, waited: f.Waited}
 	ex.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
 	ex.traceID, ex.spanID, ex.hasID = f.TraceID, f.SpanID, f.TraceID != [16]byte{}
 	return ex

@@ -40,6 +40,10 @@ type Options struct {
 	// Holds is the table of routes held after an upstream 429
 	// (docs/upstream-budget.md); nil holds nothing.
 	Holds *limit.Holds
+	// Waitlist holds the requests waiting for their turn with
+	// upstream_budget.max_wait > 0 (docs/upstream-budget.md); nil refuses
+	// at once whatever max_wait says.
+	Waitlist *limit.Waitlist
 	// AccessLog, when set, writes the access lines in place of Logger
 	// (the same bytes, cheaper); nil writes them through Logger.
 	AccessLog *AccessLog

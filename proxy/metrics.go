@@ -29,7 +29,22 @@ type Metrics struct {
 	UpstreamThrottled          *prometheus.CounterVec // route: upstream 429s seen
 	UpstreamRateLimitRemaining *prometheus.GaugeVec   // route: the last X-RateLimit-Remaining
 	BudgetRefused              *prometheus.CounterVec // caller, limit
+	// BudgetWaiting is the requests waiting now for a hold or a limit
+	// (upstream_budget.max_wait); the Waitlist keeps it.
+	BudgetWaiting prometheus.Gauge
+	// BudgetWait is the time waited by requests then admitted; caller.
+	BudgetWait *prometheus.HistogramVec
+	// BudgetMaxWait and BudgetMaxWaiting are upstream_budget.max_wait and
+	// max_waiting in force, so that an alert can compare the waits with
+	// them whatever each release configured.
+	BudgetMaxWait    prometheus.Gauge
+	BudgetMaxWaiting prometheus.Gauge
 }
+
+// waitBuckets span a wait for the next slot of a busy window (tens of
+// milliseconds) to the longest max_wait a default drain allows (30 s) and
+// beyond.
+var waitBuckets = []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120}
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
 // upstream timeout's order of magnitude, where fax uploads of several MB live.
@@ -84,9 +99,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_budget_refused_total",
 			Help: "Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.",
 		}, []string{"caller", "limit"}),
+		BudgetWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_waiting",
+			Help: "Requests waiting now on this replica for a Retry-After hold to end or an upstream_budget limit to free a slot (upstream_budget.max_wait).",
+		}),
+		BudgetWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faxgate_upstream_budget_wait_seconds",
+			Help:    "Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.",
+			Buckets: waitBuckets,
+		}, []string{"caller"}),
+		BudgetMaxWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_wait_seconds",
+			Help: "upstream_budget.max_wait in force: the longest a request waits for a hold or a limit (0: refused at once).",
+		}),
+		BudgetMaxWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_waiting",
+			Help: "upstream_budget.max_waiting in force: the most requests waiting at once on this replica.",
+		}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
-		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused)
+		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused,
+		m.BudgetWaiting, m.BudgetWait, m.BudgetMaxWait, m.BudgetMaxWaiting)
 	return m
 }
 
@@ -108,6 +141,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 //	faxgate_upstream_throttled_total{route}            R
 //	faxgate_upstream_401_retries_total{route}          R
 //	faxgate_upstream_budget_refused_total{caller,limit} C·L
+//	faxgate_upstream_budget_wait_seconds{caller}       C histograms, with upstream_budget.max_wait > 0
 //
 // 20 callers, 20 route names (R = 20), the one sensitive numbers.delete and
 // 2 limits make 21 + 20 + 20 + 20 + 40 = 121 series; the full cross product
@@ -118,6 +152,8 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		return
 	}
 	callers := r.Policy.Callers()
+	m.BudgetMaxWait.Set(r.MaxWait.Seconds())
+	m.BudgetMaxWaiting.Set(float64(r.MaxWaiting))
 	for _, name := range r.Table.RouteNames() {
 		if name == route.RouteAuth { // answered by the gateway, never forwarded
 			continue
@@ -145,6 +181,9 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		m.RateLimited.WithLabelValues(c)
 		for _, l := range r.BudgetLimits {
 			m.BudgetRefused.WithLabelValues(c, l)
+		}
+		if r.MaxWait > 0 {
+			m.BudgetWait.WithLabelValues(c)
 		}
 	}
 }

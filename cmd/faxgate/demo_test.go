@@ -66,8 +66,8 @@ func shellWords(line string) ([]string, error) {
 }
 
 // parseCurl understands the curl flags the demo uses: -s, -i, -X METHOD,
-// -H 'K: V', -d 'BODY', --cacert/--cert/--key FILE, one URL, and an
-// optional `| grep 'PATTERN'`.
+// -H 'K: V', -d 'BODY', -w 'FORMAT' (only printed), --cacert/--cert/--key
+// FILE, one URL, and an optional `| grep 'PATTERN'`.
 func parseCurl(line string) (curlCmd, error) {
 	c := curlCmd{line: line}
 	words, err := shellWords(line)
@@ -88,6 +88,10 @@ func parseCurl(line string) (curlCmd, error) {
 		}
 		switch {
 		case w == "-s" || w == "-i":
+		case w == "-w":
+			if _, err := arg(); err != nil {
+				return c, err
+			}
 		case w == "-X":
 			if c.method, err = arg(); err != nil {
 				return c, err
@@ -262,17 +266,23 @@ func TestDemo(t *testing.T) {
 		status int    // of the envelope; -1 for no envelope
 		errc   string // "error" of the envelope
 		has    string // substring of the output
+		took   time.Duration
 	}
 	wants := []want{
-		{"/v1/contacts/list", 200, 1, "", ""},
-		{"/v1/contacts/create", 200, 1, "", ""},
-		{"/v1/numbers/delete", 403, 0, "forbidden", ""},
-		{"/v1/numbers/delete", 200, 1, "", ""},
+		{"/v1/contacts/list", 200, 1, "", "", 0},
+		{"/v1/contacts/create", 200, 1, "", "", 0},
+		{"/v1/numbers/delete", 403, 0, "forbidden", "", 0},
+		{"/v1/numbers/delete", 200, 1, "", "", 0},
+		// Waiting: the vendor's 429 relayed, then a request that waits its
+		// Retry-After: 2 out.
+		{"/_sim/fail", 200, 1, "", "", 0},
+		{"/v1/contacts/list", 429, 0, "", "simulated failure", 0},
+		{"/v1/contacts/list", 200, 1, "", "", 1500 * time.Millisecond},
 		// After the printed loop (run below): held.
-		{"/v1/esign_templates", 429, 0, "upstream_throttled", ""},
-		{"/budget", 200, -1, "", `"holds":[{"route":"esign.templates.list","retry_after_seconds":`},
-		{"/readyz", 200, -1, "", `"ready":true`},
-		{"/metrics", 200, -1, "", "faxgate_requests_total{"},
+		{"/v1/esign_templates", 429, 0, "upstream_throttled", "", 0},
+		{"/budget", 200, -1, "", `"holds":[{"route":"esign.templates.list","retry_after_seconds":`, 0},
+		{"/readyz", 200, -1, "", `"ready":true`, 0},
+		{"/metrics", 200, -1, "", "faxgate_requests_total{", 0},
 	}
 	if len(cmds) != len(wants) {
 		t.Fatalf("demo prints %d curl lines, want %d:\n%s", len(cmds), len(wants), stdout.String())
@@ -293,10 +303,14 @@ func TestDemo(t *testing.T) {
 				}
 			}
 		}
+		start := time.Now()
 		code, out, err := c.do(client)
 		if err != nil {
 			t.Errorf("%s: %v", c.line, err)
 			continue
+		}
+		if took := time.Since(start); took < w.took {
+			t.Errorf("%s\n= answered after %v, want it to wait out the hold (%v)", c.line, took, w.took)
 		}
 		if code != w.code {
 			t.Errorf("%s\n= %d %s, want %d", c.line, code, out, w.code)
@@ -409,16 +423,18 @@ func TestDemoTLS(t *testing.T) {
 			cmds = append(cmds, c)
 		}
 	}
-	// The four proxy lines, the mTLS one, the hold's (200: its loop is not
-	// run here), then /budget, /readyz and /metrics on the admin listener.
-	wantCodes := []int{200, 200, 403, 200, 200, 200, 200, 200, 200}
+	// The four proxy lines, the mTLS one, the waiting ones (the simulator's
+	// control, the vendor's 429, the request that waits), the hold's (200:
+	// its loop is not run here), then /budget, /readyz and /metrics on the
+	// admin listener.
+	wantCodes := []int{200, 200, 403, 200, 200, 200, 429, 200, 200, 200, 200, 200}
 	if len(cmds) != len(wantCodes) {
 		t.Fatalf("demo prints %d curl lines, want %d:\n%s", len(cmds), len(wantCodes), stdout.String())
 	}
 	var dir string
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, c := range cmds {
-		proxy := i < 6
+		proxy := strings.Contains(c.url, "/v1/")
 		if proxy != strings.HasPrefix(c.url, "https://") || proxy != (c.cacert != "") {
 			t.Errorf("%s: want https with --cacert on the proxy listener only", c.line)
 		}

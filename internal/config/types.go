@@ -246,6 +246,14 @@ type UpstreamBudget struct {
 	Limits []BudgetLimit `yaml:"limits"`
 	// Shares are callers' fractions of every limit, by caller name. Default none.
 	Shares map[string]Share `yaml:"shares"`
+	// MaxWait, when above 0, makes a request that a hold or a limit would
+	// refuse wait up to this long for its admission instead
+	// (docs/upstream-budget.md, Waiting instead of refusing); at most
+	// server.shutdown_timeout. Default 0s (refuse at once).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// MaxWaiting bounds the requests waiting at once on one replica; beyond
+	// it a request is refused at once. At least 1. Default 1000.
+	MaxWaiting int `yaml:"max_waiting"`
 }
 
 // BudgetLimit is one of the vendor's limits: Requests per sliding window Per,
@@ -337,7 +345,7 @@ func Default() Config {
 			Confirm:      []string{"numbers.delete"},
 			AuthEndpoint: "deny",
 		},
-		UpstreamBudget: UpstreamBudget{HonorRetryAfter: true, MaxHold: 10 * time.Minute},
+		UpstreamBudget: UpstreamBudget{HonorRetryAfter: true, MaxHold: 10 * time.Minute, MaxWaiting: 1000},
 		Tracing:        Tracing{SampleRatio: 0.05, ServiceName: "faxgate"},
 		Log:            Log{Level: "info", Format: "json"},
 	}

@@ -104,7 +104,7 @@ func (v *validator) validate(c *Config) {
 	v.validateRateLimit(c.RateLimit)
 	v.validateRoutes(c.Routes)
 	v.validatePolicy(c.Policy, c.Routes.Extra)
-	v.validateUpstreamBudget(c.UpstreamBudget, c.Callers.List)
+	v.validateUpstreamBudget(c.UpstreamBudget, c.Callers.List, c.Server.ShutdownTimeout)
 	v.validateTracing(c.Tracing)
 	v.validateLog(c.Log)
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // budgetNameRE is what a limit's name may be: it is a metric label value.
@@ -13,8 +14,21 @@ var budgetNameRE = regexp.MustCompile(`^[a-z0-9-]{1,63}$`)
 
 // validateUpstreamBudget checks upstream_budget (docs/configuration.md,
 // docs/upstream-budget.md).
-func (v *validator) validateUpstreamBudget(b UpstreamBudget, callers []Caller) {
+func (v *validator) validateUpstreamBudget(b UpstreamBudget, callers []Caller, shutdown time.Duration) {
 	v.positive("upstream_budget.max_hold", b.MaxHold)
+	switch {
+	case b.MaxWait < 0:
+		v.add("upstream_budget.max_wait", "must be 0 (refuse at once) or more, got %s", v.q("upstream_budget.max_wait", b.MaxWait.String()))
+	case b.MaxWait > shutdown && shutdown > 0:
+		// A drain answers every waiter within server.shutdown_timeout
+		// (docs/upstream-budget.md, Waiting instead of refusing): a longer
+		// max_wait would promise waits that every rolling restart cuts.
+		v.add("upstream_budget.max_wait", "must be at most server.shutdown_timeout (%s), got %s",
+			shutdown, v.q("upstream_budget.max_wait", b.MaxWait.String()))
+	}
+	if b.MaxWaiting < 1 {
+		v.add("upstream_budget.max_waiting", "must be at least 1, got %s", v.qint("upstream_budget.max_waiting", int64(b.MaxWaiting)))
+	}
 	seen := map[string]bool{}
 	for i, l := range b.Limits {
 		p := fmt.Sprintf("upstream_budget.limits[%d]", i)

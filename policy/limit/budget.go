@@ -41,6 +41,12 @@ type BudgetDecision struct {
 	Limit string
 	// RetryAfter is how long until this caller could be admitted (when !Allowed).
 	RetryAfter time.Duration
+	// Window is the refusing limit's window: the route name for scope
+	// route, "" for the tenant.
+	Window string
+	// Capped: the caller's own cap refused (its entries must leave), not
+	// the shared pool. A waiting request waits on its own then (wait.go).
+	Capped bool
 }
 
 // Budget decides whether a request may go upstream under upstream_budget,

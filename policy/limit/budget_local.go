@@ -89,14 +89,18 @@ func (w *window) trim(now time.Time, per time.Duration) {
 func (w *window) used() int { return len(w.entries) - w.head }
 
 // check decides c in one window; when refused, retry is how long until a
-// slot this caller may use frees.
-func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, retry time.Duration) {
+// slot this caller may use frees, and byCap says that the caller's cap, not
+// the pool, sets that time.
+func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, retry time.Duration, byCap bool) {
 	u := w.counts[caller]
 	capped := u >= l.capOf(caller)
 	pooled := u >= l.reserve[caller] && l.poolUsed(w.counts) >= l.pool
 	if !capped && !pooled {
-		return true, 0
+		return true, 0, false
 	}
+	// Only an explicit cap is the caller's own queue; N binds everyone.
+	_, ownCap := l.cap[caller]
+	byCap = capped && ownCap
 	retry = l.per // nothing this caller may use will free within the window
 	if capped {
 		// c's entry whose expiry brings u_c below its cap.
@@ -113,14 +117,18 @@ func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, r
 	if pooled {
 		for _, e := range w.entries[w.head:] {
 			if e.caller == caller || w.counts[e.caller] > l.reserve[e.caller] {
-				if r := e.at.Add(l.per).Sub(now); !capped || r > retry {
+				r := e.at.Add(l.per).Sub(now)
+				if r >= retry || !capped {
+					byCap = false // the pool frees no sooner: the shared queue
+				}
+				if !capped || r > retry {
 					retry = r
 				}
 				break
 			}
 		}
 	}
-	return false, max(retry, time.Millisecond)
+	return false, max(retry, time.Millisecond), byCap
 }
 
 // Admit implements Budget.
@@ -147,9 +155,9 @@ func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecis
 			b.store.windows[k] = w
 		}
 		w.trim(now, l.per)
-		if ok, retry := l.check(w, caller, now); !ok {
+		if ok, retry, byCap := l.check(w, caller, now); !ok {
 			if d.Allowed || retry > d.RetryAfter {
-				d = BudgetDecision{Limit: l.name, RetryAfter: retry}
+				d = BudgetDecision{Limit: l.name, RetryAfter: retry, Window: r, Capped: byCap}
 			}
 		}
 		apply, applied = append(apply, w), append(applied, l)

@@ -37,7 +37,8 @@ import (
 // per window. ARGV: caller, unique id, window count, then per window: per
 // (us), N, U, R_c, C_c, k, and k pairs (reserved caller, its R). It returns
 // {allowed, retry_after_us, refusing window (1-based, 0 when allowed),
-// used_1, ..., used_n} with each window's use after the decision.
+// capped (1 when the caller's cap, not the pool, sets the refusing window's
+// time), used_1, ..., used_n} with each window's use after the decision.
 var budgetScript = redis.NewScript(`
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -46,7 +47,7 @@ local caller = ARGV[1]
 local member = caller .. '|' .. ARGV[2]
 local nw = tonumber(ARGV[3])
 local a = 4
-local allowed, retry, refused = 1, 0, 0
+local allowed, retry, refused, rcap = 1, 0, 0, 0
 local used = {}
 local pers = {}
 local function owner(m) return string.match(m, '^(.*)|') end
@@ -77,6 +78,7 @@ for w = 1, nw do
   local pooled = mine >= (reserve[caller] or 0) and (total - within) >= pool
   if capped or pooled then
     local wr = per
+    local wc = capped and cap < n
     local need = mine - cap + 1
     local cap_found, pool_found = not capped, not pooled
     local start = 0
@@ -93,13 +95,17 @@ for w = 1, nw do
         end
         if not pool_found and (c == caller or (counts[c] or tonumber(redis.call('HGET', h, c)) or 0) > (reserve[c] or 0)) then
           pool_found = true
+          if not capped or exp >= wr then wc = false end
           if not capped or exp > wr then wr = exp end
         end
         if cap_found and pool_found then break end
       end
       start = start + 256
     end
-    if allowed == 1 or wr > retry then retry = wr; refused = w end
+    if allowed == 1 or wr > retry then
+      retry = wr; refused = w
+      if wc then rcap = 1 else rcap = 0 end
+    end
     allowed = 0
   end
 end
@@ -114,7 +120,7 @@ if allowed == 1 then
     used[w] = used[w] + 1
   end
 end
-local out = {allowed, math.max(0, math.ceil(retry)), refused}
+local out = {allowed, math.max(0, math.ceil(retry)), refused, rcap}
 for w = 1, nw do out[#out+1] = used[w] end
 return out
 `)
@@ -243,18 +249,18 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetD
 	if err != nil {
 		return BudgetDecision{}, err
 	}
-	if len(v) != 3+len(applied) {
-		return BudgetDecision{}, fmt.Errorf("budget script returned %d values, want %d", len(v), 3+len(applied))
+	if len(v) != 4+len(applied) {
+		return BudgetDecision{}, fmt.Errorf("budget script returned %d values, want %d", len(v), 4+len(applied))
 	}
 	for i, l := range applied {
-		b.met.BudgetUsedRatio.WithLabelValues(l.name, routes[i]).Set(float64(v[3+i]) / float64(l.n))
+		b.met.BudgetUsedRatio.WithLabelValues(l.name, routes[i]).Set(float64(v[4+i]) / float64(l.n))
 	}
 	if v[0] == 1 {
 		return BudgetDecision{Allowed: true}, nil
 	}
 	d := BudgetDecision{RetryAfter: max(time.Duration(v[1])*time.Microsecond, time.Millisecond)}
 	if i := int(v[2]) - 1; i >= 0 && i < len(applied) {
-		d.Limit = applied[i].name
+		d.Limit, d.Window, d.Capped = applied[i].name, routes[i], v[3] == 1
 	}
 	return d, nil
 }

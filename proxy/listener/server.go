@@ -60,6 +60,17 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// PeerClosed reports whether the caller of an HTTP/1 request on a plain
+// framing connection has closed its end (Linux; false elsewhere and over
+// TLS). net/http sees a close only once the request's body is consumed; a
+// request that waits with its body unread (docs/upstream-budget.md,
+// Waiting instead of refusing) asks this before it takes its turn, so that
+// a departed caller is not counted.
+func PeerClosed(r *http.Request) bool {
+	fc, _ := r.Context().Value(connKey{}).(*framingConn)
+	return fc != nil && r.ProtoMajor == 1 && peerClosed(fc.Conn)
+}
+
 // BodyInMemory reports whether r's body is known to be in memory already:
 // an HTTP/1 request on a framing connection whose reads so far ended on a
 // message boundary. Reading such a body cannot block, so it needs no read

@@ -52,7 +52,16 @@ func (s *Sim) FailNext(n int, status int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failLeft, s.failStatus = max(n, 0), status
+	s.failLeft, s.failStatus, s.failRetry = max(n, 0), status, 0
+}
+
+// ThrottleNext makes the next n non-/_sim/ requests fail as the vendor's
+// 429 does, with Retry-After: retryAfter (whole seconds, rounded up; none
+// when 0). It replaces any failures still pending, as FailNext does.
+func (s *Sim) ThrottleNext(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failLeft, s.failStatus, s.failRetry = max(n, 0), http.StatusTooManyRequests, max(retryAfter, 0)
 }
 
 // Reset clears counts, recorded requests, rate-limit windows and injected
@@ -68,7 +77,7 @@ func (s *Sim) Reset() {
 	clear(s.endpointCount)
 	s.tenantCount, s.throttled = vendorCount{}, 0
 	s.latency = 0
-	s.failLeft, s.failStatus = 0, 0
+	s.failLeft, s.failStatus, s.failRetry = 0, 0, 0
 }
 
 // recordedJSON is how /_sim/requests shows a Recorded.
@@ -167,6 +176,8 @@ func (s *Sim) controlFail(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Count  *int `json:"count"`
 		Status *int `json:"status"`
+		// RetryAfter, in seconds, is sent as Retry-After with the failures.
+		RetryAfter *int `json:"retry_after"`
 	}
 	if !decodeControl(w, r, &in) {
 		return
@@ -180,7 +191,16 @@ func (s *Sim) controlFail(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, http.StatusBadRequest, "status must be an HTTP status from 200 to 599.")
 		return
 	}
+	if in.RetryAfter != nil && *in.RetryAfter < 0 {
+		writeFailure(w, http.StatusBadRequest, "retry_after must be 0 or more seconds.")
+		return
+	}
 	s.FailNext(*in.Count, *in.Status)
+	if in.RetryAfter != nil && *in.RetryAfter > 0 {
+		s.mu.Lock()
+		s.failRetry = time.Duration(*in.RetryAfter) * time.Second
+		s.mu.Unlock()
+	}
 	writeOK(w, "Failures scheduled.", nil)
 }
 

@@ -163,6 +163,19 @@ func TestControlHTTP(t *testing.T) {
 		}
 		wantFailure(t, e.do(t, "GET", "/v1/esign_templates", authHdr(tok), ""), 502, "simulated failure")
 	})
+	t.Run("fail 429 with Retry-After", func(t *testing.T) {
+		if r := e.do(t, "POST", "/_sim/fail", nil, `{"count":1,"status":429,"retry_after":2}`); r.code != 200 {
+			t.Fatalf("got %d %s", r.code, r.raw)
+		}
+		r := e.do(t, "GET", "/v1/esign_templates", authHdr(tok), "")
+		wantFailure(t, r, 429, "simulated failure")
+		if got := r.header.Get("Retry-After"); got != "2" {
+			t.Errorf("Retry-After %q, want 2", got)
+		}
+		if r := e.do(t, "GET", "/v1/esign_templates", authHdr(tok), ""); r.code != 200 || r.header.Get("Retry-After") != "" {
+			t.Errorf("after the one failure: %d, Retry-After %q", r.code, r.header.Get("Retry-After"))
+		}
+	})
 	t.Run("revoke", func(t *testing.T) {
 		if r := e.do(t, "POST", "/_sim/revoke", nil, ""); r.code != 200 {
 			t.Fatalf("got %d %s", r.code, r.raw)
@@ -188,6 +201,7 @@ func TestControlHTTP(t *testing.T) {
 		{"latency typo", "POST", "/_sim/latency", `{"msec":5}`, 400},
 		{"fail bad status", "POST", "/_sim/fail", `{"count":1,"status":99}`, 400},
 		{"fail not JSON", "POST", "/_sim/fail", `count=1`, 400},
+		{"fail negative retry_after", "POST", "/_sim/fail", `{"count":1,"status":429,"retry_after":-1}`, 400},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

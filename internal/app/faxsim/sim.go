@@ -91,6 +91,7 @@ type Sim struct {
 	latency    time.Duration
 	failLeft   int
 	failStatus int
+	failRetry  time.Duration // Retry-After sent with the injected failures; 0 sends none
 }
 
 // rateCount is one token's fixed rate-limit window.
@@ -165,6 +166,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, http.StatusTooManyRequests, "Too Many Attempts.")
 		return
 	case adm.failStatus != 0:
+		if adm.failRetry > 0 {
+			h.Set("Retry-After", strconv.FormatInt(int64((adm.failRetry+time.Second-1)/time.Second), 10))
+		}
 		writeFailure(w, adm.failStatus, "simulated failure")
 		return
 	case errors.Is(readErr, errBodyTooLarge):
@@ -208,6 +212,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type admission struct {
 	latency    time.Duration
 	failStatus int
+	failRetry  time.Duration
 	tokenOK    bool
 	limit      int
 	remaining  int
@@ -239,7 +244,7 @@ func (s *Sim) admit(r *http.Request, path string, rt *route, body []byte, size i
 	adm := admission{latency: s.latency}
 	if s.failLeft > 0 {
 		s.failLeft--
-		adm.failStatus = s.failStatus
+		adm.failStatus, adm.failRetry = s.failStatus, s.failRetry
 	}
 	bucket := ""
 	if hasBearer && s.tokenValidLocked(tok, now) {

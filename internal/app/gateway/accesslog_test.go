@@ -19,7 +19,7 @@ func (c fixedClock) NewTicker(d time.Duration) *time.Ticker { return time.NewTic
 // zap; proxy's TestAccessLineFormat pins the same bytes.
 const accessLineGolden = `{"level":"info","ts":"2026-11-26T01:02:03.4506Z","logger":"access","msg":"request",` +
 	`"request_id":"0a1b2c3d","caller":"billing","route":"contacts.list","method":"POST","status":200,` +
-	`"duration_ms":1.234,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"error":""}` + "\n"
+	`"duration_ms":1.234,"wait_ms":0,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"error":""}` + "\n"
 
 // The JSON format's encoder writes an access line exactly as proxy.AccessLog
 // does, which copies its bytes rather than going through zap: a change to
@@ -33,7 +33,7 @@ func TestJSONAccessLineIsTheFastWritersLine(t *testing.T) {
 	now := time.Date(2026, 11, 26, 1, 2, 3, 450600000, time.UTC)
 	l.Logger.Named("access").WithOptions(zap.WithClock(fixedClock{now})).Info("request",
 		zap.String("request_id", "0a1b2c3d"), zap.String("caller", "billing"), zap.String("route", "contacts.list"),
-		zap.String("method", "POST"), zap.Int("status", 200), zap.Float64("duration_ms", 1.234),
+		zap.String("method", "POST"), zap.Int("status", 200), zap.Float64("duration_ms", 1.234), zap.Float64("wait_ms", 0),
 		zap.Int64("bytes_in", 55), zap.Int64("bytes_out", 1100), zap.Int("upstream_status", 200), zap.String("error", ""))
 	if out.String() != accessLineGolden {
 		t.Errorf("the JSON encoder's access line\n got: %s\nwant: %s", out.String(), accessLineGolden)

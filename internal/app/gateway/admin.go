@@ -62,8 +62,9 @@ type holdStatus struct {
 }
 
 // budgetStatus is GET /budget (docs/metrics-and-alerts.md): every
-// upstream_budget limit's windows per caller (used, reserved, remaining) and
-// the standing Retry-After holds.
+// upstream_budget limit's windows per caller (used, reserved, remaining),
+// the standing Retry-After holds, and the requests waiting on this replica
+// (docs/upstream-budget.md#waiting-instead-of-refusing).
 func (g *Gateway) budgetStatus(ctx context.Context) any {
 	st := limit.BudgetStatus{Backend: "none", Limits: []limit.LimitStatus{}}
 	if b := g.Handler.Rules().Budget; b != nil {
@@ -76,6 +77,7 @@ func (g *Gateway) budgetStatus(ctx context.Context) any {
 	sort.Slice(holds, func(i, j int) bool { return holds[i].Route < holds[j].Route })
 	return struct {
 		limit.BudgetStatus
-		Holds []holdStatus `json:"holds"`
-	}{st, holds}
+		Holds   []holdStatus        `json:"holds"`
+		Waiting limit.WaitersStatus `json:"waiting"`
+	}{st, holds, g.Waitlist.Waiters()}
 }

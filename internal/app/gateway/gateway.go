@@ -80,6 +80,10 @@ type Gateway struct {
 	Handler *proxy.Handler
 	// Holds are the routes held after an upstream 429 (docs/upstream-budget.md).
 	Holds *limit.Holds
+	// Waitlist holds the requests waiting for a hold or a limit with
+	// upstream_budget.max_wait > 0 (docs/upstream-budget.md); its Waiters
+	// method says who waits.
+	Waitlist *limit.Waitlist
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
 	// Metrics are every part's collectors, registered on Deps.Registry.
@@ -185,6 +189,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.Holds = limit.NewHolds(limit.HoldOptions{Client: holdClient, KeyPrefix: cfg.Redis.KeyPrefix, Now: d.Clock.Now,
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout, Panics: g.Metrics.countPanic})
 	limit.RegisterHolds(d.Registry, g.Holds.Each)
+	g.Waitlist = limit.NewWaitlist(limit.WaitlistOptions{Clock: d.Clock, Guard: limit.DefaultWaitGuard,
+		Waiting: g.Metrics.Proxy.BudgetWaiting})
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
@@ -245,6 +251,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Tokens:            g.Tokens,
 		Rules:             rules,
 		Holds:             g.Holds,
+		Waitlist:          g.Waitlist,
 		ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		ReadTimeout:       cfg.Server.ReadTimeout,

@@ -170,6 +170,10 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	// finish within shutdown_timeout.
 	g.draining.Store(true)
 	log.Info("shutting down", zap.Duration("drain_budget", cfg.Server.ShutdownTimeout))
+	// Requests waiting for a hold or a limit are answered within the first
+	// half of the drain, so that the admitted ones have the second half for
+	// their exchange (docs/upstream-budget.md#waiting-instead-of-refusing).
+	g.Waitlist.Drain(g.deps.Clock.Now().Add(cfg.Server.ShutdownTimeout / 2))
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	drainErr := psrv.Shutdown(sctx)

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -95,3 +96,48 @@ faxgate_upstream_throttled_total{route="numbers.delete"} 0
 faxgate_upstream_throttled_total{route="numbers.filled_requirements"} 0
 faxgate_upstream_throttled_total{route="unmatched"} 0
 `
+
+// TestWaitSeriesFromTheStart: with upstream_budget.max_wait, the waiting
+// gauge and every configured caller's wait histogram exist before the first
+// request (docs/upstream-budget.md#waiting-instead-of-refusing); without it,
+// the histogram has no series.
+func TestWaitSeriesFromTheStart(t *testing.T) {
+	names := []string{"faxgate_upstream_budget_waiting", "faxgate_upstream_budget_wait_seconds",
+		"faxgate_upstream_budget_max_wait_seconds", "faxgate_upstream_budget_max_waiting"}
+	off := gatewaytest.Start(t, gatewaytest.Options{Config: startSeriesConfig})
+	if err := testutil.GatherAndCompare(off.Registry, strings.NewReader(waitingGolden+maxWaitGolden(0, 1000)), names...); err != nil {
+		t.Errorf("max_wait 0s: %v", err)
+	}
+	on := gatewaytest.Start(t, gatewaytest.Options{Config: startSeriesConfig + "  max_wait: 5s\n  max_waiting: 50\n"})
+	var want strings.Builder
+	want.WriteString(waitingGolden + maxWaitGolden(5, 50))
+	want.WriteString(`# HELP faxgate_upstream_budget_wait_seconds Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.
+# TYPE faxgate_upstream_budget_wait_seconds histogram
+`)
+	for _, c := range []string{"billing", "intake"} {
+		for _, le := range []string{"0.01", "0.05", "0.1", "0.25", "0.5", "1", "2", "5", "10", "20", "30", "60", "120", "+Inf"} {
+			want.WriteString(`faxgate_upstream_budget_wait_seconds_bucket{caller="` + c + `",le="` + le + "\"} 0\n")
+		}
+		want.WriteString(`faxgate_upstream_budget_wait_seconds_sum{caller="` + c + "\"} 0\n")
+		want.WriteString(`faxgate_upstream_budget_wait_seconds_count{caller="` + c + "\"} 0\n")
+	}
+	if err := testutil.GatherAndCompare(on.Registry, strings.NewReader(want.String()), names...); err != nil {
+		t.Errorf("max_wait 5s: %v", err)
+	}
+}
+
+const waitingGolden = `
+# HELP faxgate_upstream_budget_waiting Requests waiting now on this replica for a Retry-After hold to end or an upstream_budget limit to free a slot (upstream_budget.max_wait).
+# TYPE faxgate_upstream_budget_waiting gauge
+faxgate_upstream_budget_waiting 0
+`
+
+func maxWaitGolden(wait, waiting int) string {
+	return fmt.Sprintf(`# HELP faxgate_upstream_budget_max_wait_seconds upstream_budget.max_wait in force: the longest a request waits for a hold or a limit (0: refused at once).
+# TYPE faxgate_upstream_budget_max_wait_seconds gauge
+faxgate_upstream_budget_max_wait_seconds %d
+# HELP faxgate_upstream_budget_max_waiting upstream_budget.max_waiting in force: the most requests waiting at once on this replica.
+# TYPE faxgate_upstream_budget_max_waiting gauge
+faxgate_upstream_budget_max_waiting %d
+`, wait, waiting)
+}

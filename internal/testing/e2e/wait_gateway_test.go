@@ -1,0 +1,299 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+)
+
+// Waiting instead of refusing on one gateway
+// (docs/upstream-budget.md#waiting-instead-of-refusing): SIGTERM, 1,000
+// waiters, callers that leave.
+
+// TestWaitersAnsweredOnShutdown: SIGTERM with requests waiting: every one
+// gets its answer within half of shutdown_timeout, and the drain ends
+// clean. GET /budget shows them while they wait.
+func TestWaitersAnsweredOnShutdown(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+server:
+  shutdown_timeout: 4s
+upstream_budget:
+  max_wait: 4s
+  limits:
+    - { name: tenant, scope: tenant, requests: 6, per: 1m }
+`})
+	for range 2 {
+		if a := call(t, g, "batch"); a.status != 200 {
+			t.Fatalf("filling the window: %+v", a)
+		}
+	}
+	// The window frees in a minute, beyond max_wait: these are refused at
+	// once. A hold of 3 s is within it: these wait.
+	if a := call(t, g, "batch"); a.status != 429 || a.code != "upstream_budget_exhausted" {
+		t.Fatalf("beyond max_wait: %+v", a)
+	}
+	g.Gateway.Holds.Hold("contacts.details", 3*time.Second)
+	type res struct {
+		status int
+		took   time.Duration
+	}
+	out := make(chan res, 5)
+	for range 5 {
+		go func() {
+			start := time.Now()
+			resp, _ := g.Do(t, "POST", "/v1/contacts/details", `{"contact_id":"c_1"}`)
+			out <- res{resp.StatusCode, time.Since(start)}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the five never waited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, err := http.Get(g.AdminURL + "/budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Waiting struct {
+			Total   int            `json:"total"`
+			Callers map[string]int `json:"callers"`
+			Queues  []struct {
+				Kind, Route string
+				Waiting     int
+			} `json:"queues"`
+		} `json:"waiting"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Waiting.Total != 5 || st.Waiting.Callers["batch"] != 5 || len(st.Waiting.Queues) != 1 ||
+		st.Waiting.Queues[0].Kind != "hold" || st.Waiting.Queues[0].Route != "contacts.details" {
+		t.Errorf("GET /budget waiting: %+v (%v)", st.Waiting, err)
+	}
+	start := time.Now()
+	if err := g.Shutdown(); err != nil {
+		t.Errorf("drain: %v", err)
+	}
+	for range 5 {
+		select {
+		case r := <-out:
+			// The hold ends at 3 s, after half the drain (2 s): refused at once.
+			if r.status != 429 {
+				t.Errorf("a waiter got %d on shutdown, want its 429", r.status)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("a waiter had no answer 3 s into the drain")
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the drain took %v, want the waiters answered at once", took)
+	}
+}
+
+// TestThousandWaitersCostNoCPU: 1,000 requests wait out a hold on one
+// replica. While they wait the process burns no CPU to speak of (no
+// polling: one timer for the hold's queue), the memory they hold is
+// bounded per waiter, and when the hold ends all of them are answered 200.
+// The numbers are logged (docs/upstream-budget.md cites them).
+func TestThousandWaitersCostNoCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 connections")
+	}
+	const n = 1000
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+upstream_budget:
+  max_wait: 10s
+`})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}, Timeout: 20 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+	g.Gateway.Holds.Hold("contacts.list", 6*time.Second)
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest("POST", g.URL+"/v1/contacts/list", strings.NewReader(`{}`))
+			resp, err := client.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v waiting after 5 s, want %d", testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	cpu0 := cpuTime(t)
+	const span = 2 * time.Second
+	time.Sleep(span)
+	cpu := cpuTime(t) - cpu0
+	perWaiter := (int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)) / n
+	t.Logf("%d waiting: process CPU %v over %v of waiting (%.1f%% of one core); heap+stacks %d bytes per waiting "+
+		"request, client side and connections included; %d goroutines more",
+		n, cpu, span, 100*cpu.Seconds()/span.Seconds(), perWaiter, runtime.NumGoroutine()-goroutines)
+	if cpu > span/10 {
+		t.Errorf("the process used %v of CPU in %v while %d requests waited, want under a tenth of a core", cpu, span, n)
+	}
+	// Both ends of an HTTP/1.1 connection in this one process: buffers and
+	// five goroutines per request. The waiting itself is under 1 KiB of it
+	// (policy/limit's TestWaitThousandWaitersCostNoCPU).
+	if perWaiter > 128<<10 {
+		t.Errorf("%d bytes per waiting request, want under 128 KiB", perWaiter)
+	}
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a waiter got %d after the hold", c)
+		}
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestWaiterThatLeavesIsRemovedAtOnce: a caller that closes its connection
+// while it waits leaves the queue at once; it never reaches the vendor and
+// counts in no window.
+func TestWaiterThatLeavesIsRemovedAtOnce(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+upstream_budget:
+  max_wait: 5s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("contacts.list", 2*time.Second)
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{}`
+	if _, err := io.WriteString(c, "POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, g, 1)
+	c.Close()
+	left := time.Now()
+	waitGauge(t, g, 0)
+	if d := time.Since(left); d > 500*time.Millisecond {
+		t.Errorf("the waiter left %v after its caller", d)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the hold: nothing is sent for it
+	if n := g.Sim.RouteCounts()["POST /v1/contacts/list"]; n != 0 {
+		t.Errorf("%d requests reached the vendor", n)
+	}
+	resp, err := http.Get(g.AdminURL + "/budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Limits []struct {
+			Windows []struct{ Used int } `json:"windows"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Limits) != 1 || len(st.Limits[0].Windows) != 1 ||
+		st.Limits[0].Windows[0].Used != 0 {
+		t.Errorf("GET /budget after the departure: %+v (%v), want nothing counted", st, err)
+	}
+}
+
+func waitGauge(t *testing.T, g *gatewaytest.Gateway, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("faxgate_upstream_budget_waiting is %v, want %v", testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWaiterWithUnreadBodyThatLeavesIsNotCounted: a body over 32 KiB is
+// still unread while its request waits, so net/http cannot see the
+// caller's close; the waiter asks the connection at its turn and leaves
+// then, uncounted and never forwarded (Linux). The body here fits in the
+// socket's receive buffer, so the caller's FIN arrives behind it.
+func TestWaiterWithUnreadBodyThatLeavesIsNotCounted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the TCP state is read with Linux's TCP_INFO")
+	}
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: budgetCallers + `
+upstream_budget:
+  max_wait: 5s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("contacts.create", 2*time.Second)
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"first_name":"` + strings.Repeat("a", 64<<10) + `"}`
+	if _, err := io.WriteString(c, "POST /v1/contacts/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge(t, g, 1)
+	c.Close()
+	start := time.Now()
+	waitGauge(t, g, 0)
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("the waiter left %v after its caller, want at its turn (the hold's end)", d)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := g.Sim.RouteCounts()["POST /v1/contacts/create"]; n != 0 {
+		t.Errorf("%d requests reached the vendor", n)
+	}
+	if used := tenantUsed(t, g); used != 0 {
+		t.Errorf("the tenant window counted %d, want nothing of a caller that left", used)
+	}
+}
+
+// tenantUsed is GET /budget's use of the one tenant window.
+func tenantUsed(t *testing.T, g *gatewaytest.Gateway) int {
+	t.Helper()
+	resp, err := http.Get(g.AdminURL + "/budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Limits []struct {
+			Windows []struct{ Used int } `json:"windows"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Limits) != 1 || len(st.Limits[0].Windows) != 1 {
+		t.Fatalf("GET /budget: %+v (%v)", st, err)
+	}
+	return st.Limits[0].Windows[0].Used
+}
