@@ -65,14 +65,22 @@ func (h *Handler) admitWaiting(w *responseWriter, r *http.Request, ex *exchange)
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 	}
+	var refusedBy limit.Outcome // the last refusal, for the wait's span
 	out, waited := h.opts.Waitlist.Admit(ctx, req, func(ctx context.Context) limit.Outcome {
 		if unread && listener.PeerClosed(r) {
 			cancel()
 			return limit.Outcome{}
 		}
-		return h.decideUpstream(ctx, ex, honour)
+		o := h.decideUpstream(ctx, ex, honour)
+		if !o.Allowed {
+			refusedBy = o
+		}
+		return o
 	})
 	ex.waited = waited
+	if waited > 0 {
+		h.traceBudgetWait(r.Context(), waited, refusedBy, out, ctx.Err() != nil)
+	}
 	if out.Allowed {
 		if waited > 0 {
 			h.opts.Metrics.BudgetWait.WithLabelValues(ex.caller).Observe(waited.Seconds())

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/faxgate/faxgate/policy/limit"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -211,51 +213,33 @@ func endAttempt(span trace.Span, resp *http.Response, err error) {
 	span.End()
 }
 
-// budgetWait is the span of one wait for the upstream budget (a Retry-After
-// hold's end, or a slot of an upstream_budget limit: docs/upstream-budget.md)
-// of a request that would otherwise be refused with 429. The zero value,
-// what startBudgetWait returns with tracing off or for an unsampled
-// request, does nothing and costs nothing to make.
-//
-// The waiting code calls it like this:
-//
-//	ctx, bw := h.startBudgetWait(r.Context(), "budget", limitName)
-//	admitted := wait(ctx)      // the wait itself, ending when admitted, refused or gone
-//	bw.end(outcome)            // "admitted", "refused" or "caller_gone"
-type budgetWait struct {
-	span  trace.Span
-	start time.Time
+// traceBudgetWait records the wait of a request that waited for the
+// upstream budget (docs/upstream-budget.md, Waiting instead of refusing) as
+// a "budget.wait" span under the request's: its cause is what refused it
+// last ("hold" for a Retry-After hold, "budget" for a limit's window, or
+// "queued" when it only waited behind earlier waiters), its outcome
+// "admitted", "refused" or "caller_gone".
+func (h *Handler) traceBudgetWait(ctx context.Context, waited time.Duration, refusedBy, out limit.Outcome, gone bool) {
+	cause := "queued"
+	switch {
+	case refusedBy.Throttled:
+		cause = "hold"
+	case refusedBy.Limit != "":
+		cause = "budget"
+	}
+	outcome := "refused"
+	switch {
+	case out.Allowed:
+		outcome = "admitted"
+	case gone:
+		outcome = "caller_gone"
+	}
+	h.recordBudgetWait(ctx, time.Now(), waited, cause, refusedBy.Limit, outcome)
 }
 
-// startBudgetWait starts the "budget.wait" span under ctx's (the request's)
-// span. cause is "hold" (a Retry-After hold) or "budget" (a limit's
-// window); limit names the limit, "" for a hold.
-func (h *Handler) startBudgetWait(ctx context.Context, cause, limit string) (context.Context, budgetWait) {
-	ctx, span := tracing.Child(ctx, h.tracer, "budget.wait")
-	if !span.IsRecording() {
-		return ctx, budgetWait{}
-	}
-	attrs := []attribute.KeyValue{attribute.String("faxgate.wait.cause", cause)}
-	if limit != "" {
-		attrs = append(attrs, tracing.Limit.String(limit))
-	}
-	span.SetAttributes(attrs...)
-	return ctx, budgetWait{span: span, start: time.Now()}
-}
-
-// recordBudgetWait records, after the fact, a wait that happened: for
-// waiting code that learns only when it returns whether (and how long) the
-// request waited. end is when the wait ended, waited how long it took; it
-// records nothing for waited <= 0, with tracing off, or for an unsampled
-// request. In admitWaiting (issue 23), after Waitlist.Admit:
-//
-//	if waited > 0 {
-//		cause := "budget"
-//		if out.Throttled {
-//			cause = "hold"
-//		}
-//		h.recordBudgetWait(r.Context(), time.Now(), waited, cause, out.Limit, outcome)
-//	}
+// recordBudgetWait records, after the fact, a wait that happened: end is
+// when the wait ended, waited how long it took. It records nothing for
+// waited <= 0, with tracing off, or for an unsampled request.
 func (h *Handler) recordBudgetWait(ctx context.Context, end time.Time, waited time.Duration, cause, limit, outcome string) {
 	if waited <= 0 || h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
 		return
@@ -268,15 +252,4 @@ func (h *Handler) recordBudgetWait(ctx context.Context, end time.Time, waited ti
 	}
 	span.SetAttributes(attrs...)
 	span.End(trace.WithTimestamp(end))
-}
-
-// end ends the wait's span with its outcome: "admitted", "refused" (the
-// wait would outlast max_wait, or the queue is full) or "caller_gone".
-func (w budgetWait) end(outcome string) {
-	if w.span == nil {
-		return
-	}
-	w.span.SetAttributes(tracing.Result.String(outcome),
-		attribute.Float64("faxgate.wait.seconds", time.Since(w.start).Seconds()))
-	w.span.End()
 }
