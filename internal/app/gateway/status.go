@@ -18,36 +18,6 @@ import (
 // private key, and no caller's request data (no path, query, body, header
 // value or address of a request).
 
-// BudgetWaiters is what the status page reads of the requests waiting for
-// the upstream budget (docs/upstream-budget.md, Waiting instead of
-// refusing). The part that queues them implements it; until one does,
-// the page shows 0 waiting.
-type BudgetWaiters interface {
-	// WaitingByCaller returns how many requests of each caller wait on
-	// this replica now; a caller with none may be absent. It must not
-	// block on the request path's locks for long: the admin listener
-	// calls it on every page load.
-	WaitingByCaller() map[string]int
-}
-
-// BudgetWaitersFunc adapts a function to BudgetWaiters.
-type BudgetWaitersFunc func() map[string]int
-
-// WaitingByCaller implements BudgetWaiters.
-func (f BudgetWaitersFunc) WaitingByCaller() map[string]int { return f() }
-
-// budgetWaiters is the BudgetWaiters of the gateway: the proxy handler or
-// the budget in force, whichever implements it; nil when none does.
-func (g *Gateway) budgetWaiters() BudgetWaiters {
-	if w, ok := any(g.Handler).(BudgetWaiters); ok {
-		return w
-	}
-	if w, ok := g.Handler.Rules().Budget.(BudgetWaiters); ok {
-		return w
-	}
-	return nil
-}
-
 // reloadState is what the status page shows of the config file: the
 // configuration in force and the last reload's outcome. The reloader
 // writes it; the admin listener reads it.
@@ -169,9 +139,9 @@ type BudgetPageStatus struct {
 	Holds           []HoldStatus   `json:"holds"`
 	Waiting         int            `json:"waiting"`
 	WaitingByCaller map[string]int `json:"waiting_by_caller"`
-	// WaitingKnown is false while nothing in this build queues requests
-	// (docs/status-page.md): Waiting is then 0.
-	WaitingKnown bool `json:"waiting_known"`
+	// MaxWaitSeconds is upstream_budget.max_wait: 0 while requests are
+	// refused at once rather than waiting.
+	MaxWaitSeconds float64 `json:"max_wait_seconds"`
 }
 
 // ConfigStatus is the config file and its last reload.
@@ -244,9 +214,9 @@ func (g *Gateway) status(ctx context.Context) *Status {
 	st.Identity = IdentityStatus{Header: cfg.Callers.IdentityHeader, TrustedProxies: nonNil(cfg.Callers.TrustedProxies),
 		Unidentified: cfg.Callers.Unidentified}
 	st.Budget.WaitingByCaller = map[string]int{}
-	if w := g.budgetWaiters(); w != nil {
-		st.Budget.WaitingKnown = true
-		for c, n := range w.WaitingByCaller() {
+	st.Budget.MaxWaitSeconds = rules.MaxWait.Seconds()
+	if g.Waitlist != nil {
+		for c, n := range g.Waitlist.Waiters().Callers {
 			if n > 0 {
 				st.Budget.WaitingByCaller[c] = n
 				st.Budget.Waiting += n

@@ -157,8 +157,8 @@ func TestStatusJSON(t *testing.T) {
 		l[0].Windows[0].Callers["intake"].Reserved != 20 || l[0].Windows[0].Callers["billing"].Used != 6 {
 		t.Errorf("budget limits %+v", l)
 	}
-	if st.Budget.Waiting != 0 || st.Budget.WaitingKnown {
-		t.Errorf("waiting %d (known %v) while nothing waits in this build", st.Budget.Waiting, st.Budget.WaitingKnown)
+	if st.Budget.Waiting != 0 || st.Budget.MaxWaitSeconds != 0 {
+		t.Errorf("waiting %d (max_wait %vs) while nothing waits, with max_wait 0s", st.Budget.Waiting, st.Budget.MaxWaitSeconds)
 	}
 	if c := st.Config; c.LastResult != "ok" || c.Trigger != "start" || c.RestartRequired || c.LastReload.IsZero() {
 		t.Errorf("config %+v", c)

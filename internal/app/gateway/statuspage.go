@@ -211,8 +211,10 @@ func layout(st *Status) *page {
 		}
 	}
 	waiting := "Requests waiting: " + count(b.Waiting)
-	if !b.WaitingKnown {
-		waiting += " (this build does not wait for the budget)"
+	if b.MaxWaitSeconds == 0 {
+		waiting += " (upstream_budget.max_wait is 0s: refused at once)"
+	} else {
+		waiting += fmt.Sprintf(" (for at most %gs)", b.MaxWaitSeconds)
 	}
 	p.Sections = append(p.Sections, section{ID: "budget", Title: "Upstream budget",
 		Note: "Backend " + b.Backend + ". " + waiting + ".", Tables: []table{holds, windows}})
