@@ -1,7 +1,7 @@
 // Command faxgate-mixin writes faxgate's Prometheus alert rules and Grafana
 // dashboard from their one source, deploy/mixin (docs/metrics-and-alerts.md):
 //
-//	faxgate-mixin [-selector 'job="faxgate"'] [-overrides FILE] [-rules FILE] [-dashboard FILE] [-readme FILE]
+//	faxgate-mixin [-selector 'job="faxgate"'] [-namespace NS] [-overrides FILE] [-rules FILE] [-dashboard FILE] [-readme FILE]
 //
 // -overrides reads per-alert changes in the shape of the Helm chart's
 // prometheusRule values (alerts.<Name>.enabled/severity/for/labels,
@@ -32,6 +32,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	selector := fs.String("selector", mixin.DefaultSelector, "label matchers that select faxgate's series in every rule")
 	overrides := fs.String("overrides", "", "YAML file of per-alert overrides (the chart's prometheusRule values)")
+	namespace := fs.String("namespace", "", "the namespace the targets run in, a label of FaxgateAbsent (whose absent() keeps none)")
 	rulesOut := fs.String("rules", "", "write the rules file here (- for standard output)")
 	dashOut := fs.String("dashboard", "", "write the dashboard JSON here (- for standard output)")
 	readme := fs.String("readme", "", "rewrite the alert table between its marker lines in this markdown file")
@@ -42,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faxgate-mixin: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	opts := mixin.Options{Selector: *selector}
+	opts := mixin.Options{Selector: *selector, Namespace: *namespace}
 	if *overrides != "" {
 		o, err := readOverrides(*overrides)
 		if err != nil {

@@ -262,6 +262,17 @@ func alerts(s sel) []alert {
 			Description: "Pod {{ $labels.namespace }}/{{ $labels.pod }} has decided its upstream budget locally (requests / replicas_hint) for 10 minutes: Redis is unreachable or slow.",
 		},
 		{
+			Name: "FaxgateUpstreamBudgetWaitsNearMax",
+			Expr: fmt.Sprintf("histogram_quantile(0.9, sum by (%[1]s, le) (rate(%[2]s[10m])))\n  > %[3]g * max by (%[1]s) (%[4]s > 0)\nand sum by (%[1]s) (increase(%[5]s[10m])) >= %[6]d",
+				scope, s.m("faxgate_upstream_budget_wait_seconds_bucket"), waitNearMax, s.m("faxgate_upstream_budget_max_wait_seconds"),
+				s.m("faxgate_upstream_budget_wait_seconds_count"), minWaits),
+			For:         "15m",
+			Severity:    "warning",
+			FirstStep:   "`GET /budget` shows who waits on which limit: raise the vendor plan, or re-share the budget.",
+			Summary:     "Requests wait for the upstream budget almost as long as they may.",
+			Description: "90% of the requests of {{ $labels.namespace }}/{{ $labels.job }} that waited for the upstream budget have waited over 80% of upstream_budget.max_wait for 15 minutes ({{ $value | humanizeDuration }}): the vendor's limits are too tight for the traffic, and requests that would wait longer get 429.",
+		},
+		{
 			Name:        "FaxgateBackgroundLoopPanicked",
 			FirstStep:   "Find the `background loop panicked` line and report its stack with the version (a bug).",
 			Expr:        fmt.Sprintf("increase(%s[10m]) > 0", s.m("faxgate_background_panics_total")),

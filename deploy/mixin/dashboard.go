@@ -199,6 +199,15 @@ func Dashboard() dashboard {
 		[]target{t(fmt.Sprintf("max by (route) (%s)", q("faxgate_upstream_hold_seconds", byRoute)), "{{route}}")}, holdSeconds), 8, 8)
 	l.add(timeseries("Vendor X-RateLimit-Remaining", "short", "The vendor's last X-RateLimit-Remaining, by route (the lowest over replicas).",
 		[]target{t(fmt.Sprintf("min by (route) (%s)", q("faxgate_upstream_ratelimit_remaining", byRoute)), "{{route}}")}), 8, 8)
+	l.add(timeseries("Requests waiting for the budget", "short",
+		"Requests waiting now for a Retry-After hold's end or a budget slot instead of being refused (upstream_budget.max_wait), by pod; at most upstream_budget.max_waiting each.",
+		[]target{t(fmt.Sprintf("sum by (pod) (%s)", q("faxgate_upstream_budget_waiting")), "{{pod}}")}), 8, 8)
+	l.add(timeseries("Budget wait, p90 by caller", "s",
+		fmt.Sprintf("How long admitted requests waited for the upstream budget (90th percentile), beside upstream_budget.max_wait. FaxgateUpstreamBudgetWaitsNearMax opens a ticket when the p90 stays over %g%% of max_wait for 15 minutes.", waitNearMax*100),
+		[]target{
+			t(fmt.Sprintf("histogram_quantile(0.9, sum by (caller, le) (rate(%s[$__rate_interval])))", q("faxgate_upstream_budget_wait_seconds_bucket", byCaller)), "{{caller}}"),
+			t(fmt.Sprintf("max(%s)", q("faxgate_upstream_budget_max_wait_seconds")), "max_wait"),
+		}), 8, 8)
 	l.add(timeseries("Budget decided locally", "ops", "Budget decisions per second made on a replica alone (requests / replicas_hint) because Redis was unreachable (FaxgateUpstreamBudgetLocal).",
 		[]target{t(fmt.Sprintf("sum by (pod) (rate(%s[$__rate_interval]))", q("faxgate_upstream_budget_fallback_total")), "{{pod}}")}), 8, 8)
 

@@ -33,6 +33,11 @@ type Options struct {
 	// Selector is one or more comma-separated label matchers, e.g.
 	// `job="payments-faxgate"`; default DefaultSelector.
 	Selector string
+	// Namespace, when set, is the namespace the selected targets run in.
+	// FaxgateAbsent's absent() keeps no label of the series it misses, so
+	// it carries the selector's equality matchers (job) and this namespace
+	// as labels of its own, to be routed like the release's other alerts.
+	Namespace string
 	Overrides
 }
 
@@ -131,6 +136,20 @@ func validDuration(s string) bool {
 		}
 	}
 	return true
+}
+
+// equalities are the label="value" matchers of a selector, which every
+// series it selects carries.
+func equalities(selector string) map[string]string {
+	out := map[string]string{}
+	for _, m := range strings.Split(selector, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(m), "=")
+		if !ok || strings.ContainsAny(name, "!~ ") || strings.HasPrefix(value, "~") || len(value) < 2 || value[0] != '"' || value[len(value)-1] != '"' {
+			continue
+		}
+		out[name] = value[1 : len(value)-1]
+	}
+	return out
 }
 
 // sel writes faxgate's series selectors: the configured matcher, after any

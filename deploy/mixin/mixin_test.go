@@ -2,6 +2,7 @@ package mixin
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -148,6 +149,30 @@ func TestValidDuration(t *testing.T) {
 	} {
 		if got := validDuration(s); got != want {
 			t.Errorf("validDuration(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestAbsentCarriesTheScope: FaxgateAbsent, whose absent() keeps no label,
+// carries the selector's equality matchers and the namespace as labels of
+// its own, so it is routed like the release's other alerts; a regex
+// matcher adds nothing.
+func TestAbsentCarriesTheScope(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		want map[string]string
+	}{
+		{Options{}, map[string]string{"severity": "critical", "job": "faxgate"}},
+		{Options{Selector: `job="fax-gw",env!="dev"`, Namespace: "payments"}, map[string]string{"severity": "critical", "job": "fax-gw", "namespace": "payments"}},
+		{Options{Selector: `job=~"fax.*"`}, map[string]string{"severity": "critical"}},
+	} {
+		for _, r := range Rules(tc.opts).Groups[0].Rules {
+			if r.Alert == "FaxgateAbsent" && !maps.Equal(r.Labels, tc.want) {
+				t.Errorf("%+v: FaxgateAbsent labels %v, want %v", tc.opts, r.Labels, tc.want)
+			}
+			if r.Alert == "FaxgateDown" && len(r.Labels) != 1 {
+				t.Errorf("%+v: FaxgateDown labels %v: only FaxgateAbsent gets static scope labels", tc.opts, r.Labels)
+			}
 		}
 	}
 }

@@ -38,7 +38,12 @@ func Rules(o Options) RuleFile {
 		base = DefaultRunbookBaseURL
 	}
 	g := RuleGroup{Name: "faxgate"}
-	for _, a := range alerts(newSel(o.Selector)) {
+	s := newSel(o.Selector)
+	absent := equalities(s.matcher)
+	if o.Namespace != "" {
+		absent["namespace"] = o.Namespace
+	}
+	for _, a := range alerts(s) {
 		ov := o.Alerts[a.Name]
 		if ov.Enabled != nil && !*ov.Enabled {
 			continue
@@ -53,6 +58,9 @@ func Rules(o Options) RuleFile {
 				"description": a.Description,
 				"runbook_url": base + "#" + Anchor(a.Name),
 			},
+		}
+		if a.Name == "FaxgateAbsent" {
+			maps.Copy(r.Labels, absent)
 		}
 		maps.Copy(r.Labels, o.AdditionalRuleLabels)
 		maps.Copy(r.Labels, ov.Labels)

@@ -36,6 +36,13 @@ const (
 	// The TLS certificate's days left: a ticket, then a page.
 	certTicketDays = 14
 	certPageDays   = 3
+	// waitNearMax: the 90th percentile of the time admitted requests
+	// waited for the upstream budget is over this share of
+	// upstream_budget.max_wait, with at least minWaits waits in 10 minutes:
+	// the queue is nearly as long as callers may wait, and the next
+	// requests will be refused.
+	waitNearMax = 0.8
+	minWaits    = 20
 	// notReadyFraction: FaxgateDown fires when fewer than this share of a
 	// release's targets answer a scrape (one replica restarting is not).
 	upFraction = 0.5

@@ -914,7 +914,7 @@ func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
 			if err := yaml.Unmarshal(b, &v); err != nil {
 				t.Fatal(err)
 			}
-			opts := mixin.Options{Selector: `job="` + obj.Metadata.Name + `"`, Overrides: v.PrometheusRule}
+			opts := mixin.Options{Selector: `job="` + obj.Metadata.Name + `"`, Namespace: "gateways", Overrides: v.PrometheusRule}
 			if err := opts.Validate(); err != nil {
 				t.Fatal(err)
 			}
