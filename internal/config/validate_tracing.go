@@ -28,28 +28,10 @@ func (v *validator) validateTracing(t Tracing) {
 // otlpEndpoint checks an OTLP/HTTP base URL: an absolute http(s) URL with a
 // host, and no credentials (they belong in headers_env), query or fragment.
 func (v *validator) otlpEndpoint(path, s string) {
-	u, err := url.Parse(s)
-	if err == nil && u.User != nil {
-		v.add(path, "must not contain credentials (user:password@); put an authorization in the variable headers_env names")
-		return
-	}
-	qs := v.q(path, s)
-	if strings.Contains(qs, "@") {
-		qs = "the URL"
-	}
-	switch {
-	case err != nil:
-		v.add(path, "invalid URL %s", qs)
-	case u.Scheme != "http" && u.Scheme != "https":
-		v.add(path, "%s is not an absolute http or https URL (the OTLP/HTTP base URL, e.g. http://otel-collector:4318)", qs)
-	case u.Host == "" || u.Hostname() == "":
-		v.add(path, "%s has no host", qs)
-	case u.RawQuery != "" || u.ForceQuery:
-		// Not echoed: a query is where a careless token would sit.
-		v.add(path, "must not have a query (put an authorization in the variable headers_env names)")
-	case u.Fragment != "" || strings.Contains(s, "#"):
-		v.add(path, "%s must not have a fragment", qs)
-	}
+	v.httpBaseURL(path, s, baseURLRules{
+		credentials: "put an authorization in the variable headers_env names",
+		example:     "the OTLP/HTTP base URL, e.g. http://otel-collector:4318",
+	})
 }
 
 // ParseOTLPHeaders reads the value of tracing.headers_env: comma-separated

@@ -29,25 +29,50 @@ func (v *validator) baseURL(path, s string) {
 		v.add(path, "required")
 		return
 	}
+	v.httpBaseURL(path, s, baseURLRules{
+		credentials: "use api_key_file or api_key_env",
+		echoQuery:   true,
+	})
+}
+
+// baseURLRules are what differs between the base URLs the file holds: the
+// hint a URL with credentials gets, an example of a good one, and whether a
+// query may be echoed in the message.
+type baseURLRules struct {
+	credentials string
+	example     string
+	echoQuery   bool
+}
+
+// httpBaseURL checks a base URL that paths are appended to: an absolute
+// http(s) URL with a host, and no credentials, query or fragment. A URL
+// that may hold credentials is never echoed, however malformed.
+func (v *validator) httpBaseURL(path, s string, r baseURLRules) {
 	u, err := url.Parse(s)
 	if err == nil && u.User != nil {
-		v.add(path, "must not contain credentials (user:password@); use api_key_file or api_key_env")
+		v.add(path, "must not contain credentials (user:password@); %s", r.credentials)
 		return
 	}
-	// Never echo a URL that may hold credentials, however malformed.
 	qs := v.q(path, s)
 	if strings.Contains(qs, "@") {
 		qs = "the URL"
+	}
+	example := ""
+	if r.example != "" {
+		example = " (" + r.example + ")"
 	}
 	switch {
 	case err != nil:
 		v.add(path, "invalid URL %s", qs)
 	case u.Scheme != "http" && u.Scheme != "https":
-		v.add(path, "%s is not an absolute http or https URL", qs)
+		v.add(path, "%s is not an absolute http or https URL%s", qs, example)
 	case u.Host == "" || u.Hostname() == "":
 		v.add(path, "%s has no host", qs)
-	case u.RawQuery != "" || u.ForceQuery:
+	case (u.RawQuery != "" || u.ForceQuery) && r.echoQuery:
 		v.add(path, "%s must not have a query", qs)
+	case u.RawQuery != "" || u.ForceQuery:
+		// Not echoed: a query is where a careless token would sit.
+		v.add(path, "must not have a query (%s)", r.credentials)
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		v.add(path, "%s must not have a fragment", qs)
 	}
