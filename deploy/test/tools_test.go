@@ -9,41 +9,19 @@ package deploytest
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/pinnedtool"
 )
 
 // repoRoot is the faxgate checkout this module sits in.
 const repoRoot = "../.."
 
-// tool finds a pinned tool: on PATH, else where .ci/install-tools caches it.
-// A missing tool skips the test loudly on a laptop and fails it in CI.
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cache = filepath.Join(home, ".cache")
-		}
-	}
-	if p := filepath.Join(cache, "faxgate-tools", "bin", name); cache != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	msg := "\n\n*** " + name + " is not installed: run .ci/install-tools (it builds the pinned version) ***\n\n"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+// tool finds a pinned tool (pinnedtool.Find: skips loudly on a laptop,
+// fails in CI).
+func tool(t *testing.T, name string) string { return pinnedtool.Find(t, name) }
 
 // run runs a tool with a time bound and returns its combined output.
 func run(t *testing.T, dir, bin string, args ...string) (string, error) {

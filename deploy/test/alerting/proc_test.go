@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/pinnedtool"
+
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
@@ -25,32 +27,9 @@ const repoRoot = "../../.."
 // stopTimeout bounds a graceful stop before the process is killed.
 const stopTimeout = 15 * time.Second
 
-// tool finds a pinned tool: on PATH, else where .ci/install-tools caches it.
-// A missing tool skips the test loudly on a laptop and fails it in CI.
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cache = filepath.Join(home, ".cache")
-		}
-	}
-	if cache != "" {
-		p := filepath.Join(cache, "faxgate-tools", "bin", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	msg := "\n\n*** " + name + " is not installed: run .ci/install-tools (it builds the pinned version) ***\n\n"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+// tool finds a pinned tool (pinnedtool.Find: skips loudly on a laptop,
+// fails in CI).
+func tool(t *testing.T, name string) string { return pinnedtool.Find(t, name) }
 
 // proc is a child process of the test: started, stopped, killed and started
 // again by it, its output kept for the failure message.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/pinnedtool"
+
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
@@ -61,28 +63,9 @@ exporters:
     trace_storage: memstore
 `
 
-// jaegerBin finds the jaeger binary: on PATH, or where .ci/install-tools
-// puts it. Without it the test skips loudly, and fails with CI=true.
-func jaegerBin(t *testing.T) string {
-	if p, err := exec.LookPath("jaeger"); err == nil {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	p := filepath.Join(cache, "faxgate-tools", "bin", "jaeger")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	msg := "jaeger not found: run .ci/install-tools (it builds Jaeger v1.76.0 into ~/.cache/faxgate-tools/bin); CI fails instead of skipping"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip("SKIPPED LOUDLY: " + msg)
-	return ""
-}
+// jaegerBin finds the jaeger binary that .ci/install-tools builds (Jaeger
+// v1.76.0); without it the test skips loudly, and fails with CI=true.
+func jaegerBin(t *testing.T) string { return pinnedtool.Find(t, "jaeger") }
 
 // jaeger is a running Jaeger.
 type jaeger struct {
