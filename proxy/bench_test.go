@@ -268,31 +268,7 @@ var allocBudget = map[string]float64{"POST_contacts_create": 103, "GET_field_rul
 // bench run it without the race detector; under it counts differ, so the
 // race run skips it.
 func TestAllocsPerRequest(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are judged without the race detector: make bench")
-	}
-	h := benchGateway(t, benchUpstream(t).URL)
-	w := &discardWriter{h: http.Header{}}
-	for _, tc := range []struct{ name, method, target, body string }{
-		{"POST_contacts_create", "POST", "/v1/contacts/create", benchBody},
-		{"GET_field_rule", "GET", "/v1/esign_templates/tpl_1/field_rule", ""},
-	} {
-		got := testing.AllocsPerRun(200, func() {
-			var rd io.Reader
-			if tc.body != "" {
-				rd = strings.NewReader(tc.body)
-			}
-			r := httptest.NewRequest(tc.method, tc.target, rd)
-			r.RemoteAddr = "127.0.0.1:40000"
-			r.Header.Set("Content-Type", "application/json")
-			clear(w.h)
-			h.ServeHTTP(w, r)
-		})
-		if got > allocBudget[tc.name] {
-			t.Errorf("%s: %.0f allocations per request, budget %.0f", tc.name, got, allocBudget[tc.name])
-		}
-		t.Logf("%s: %.0f allocations per request (budget %.0f)", tc.name, got, allocBudget[tc.name])
-	}
+	checkAllocs(t, benchGateway(t, benchUpstream(t).URL), "request", allocBudget)
 }
 
 // tracedAllocBudget is the most allocations one request may cost with
@@ -305,10 +281,16 @@ var tracedAllocBudget = map[string]float64{"POST_contacts_create": 108, "GET_fie
 // TestAllocsPerUnsampledRequest guards tracing's cost on the requests it
 // does not record.
 func TestAllocsPerUnsampledRequest(t *testing.T) {
+	checkAllocs(t, benchGatewayTraced(t, benchUpstream(t).URL, "", benchTracer(t, 0)), "unsampled traced request", tracedAllocBudget)
+}
+
+// checkAllocs measures the allocations of a POST and a GET through h
+// against budget, by case name.
+func checkAllocs(t *testing.T, h http.Handler, what string, budget map[string]float64) {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("allocation counts are judged without the race detector: make bench")
 	}
-	h := benchGatewayTraced(t, benchUpstream(t).URL, "", benchTracer(t, 0))
 	w := &discardWriter{h: http.Header{}}
 	for _, tc := range []struct{ name, method, target, body string }{
 		{"POST_contacts_create", "POST", "/v1/contacts/create", benchBody},
@@ -325,9 +307,9 @@ func TestAllocsPerUnsampledRequest(t *testing.T) {
 			clear(w.h)
 			h.ServeHTTP(w, r)
 		})
-		if got > tracedAllocBudget[tc.name] {
-			t.Errorf("%s: %.0f allocations per unsampled traced request, budget %.0f", tc.name, got, tracedAllocBudget[tc.name])
+		if got > budget[tc.name] {
+			t.Errorf("%s: %.0f allocations per %s, budget %.0f", tc.name, got, what, budget[tc.name])
 		}
-		t.Logf("%s: %.0f allocations per unsampled traced request (budget %.0f)", tc.name, got, tracedAllocBudget[tc.name])
+		t.Logf("%s: %.0f allocations per %s (budget %.0f)", tc.name, got, what, budget[tc.name])
 	}
 }
