@@ -69,8 +69,11 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if batch.Load() != 15 || intake.Load() != 5 {
-		t.Errorf("batch %d (want the 15 unreserved), intake %d (want its 5)", batch.Load(), intake.Load())
+	// The window fills exactly; batch never takes intake's reserve, while
+	// intake, first come first served, may also win slots of the shared
+	// pool (15 or 14 for batch are both right; 16 is not).
+	if batch.Load()+intake.Load() != 20 || batch.Load() > 15 || intake.Load() < 5 {
+		t.Errorf("batch %d (want at most the 15 unreserved), intake %d (want at least its 5), 20 in all", batch.Load(), intake.Load())
 	}
 	if n, decisions := redistest.ScriptRuns(t, r.Client(t)), int64(3*20+20); n != decisions {
 		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
@@ -84,8 +87,8 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	w := st.Limits[0].Windows[0]
-	if w.Used != 20 || w.Remaining != 0 || w.Callers["intake"] != (limit.CallerWindow{Used: 5, Reserved: 5}) ||
-		w.Callers["batch"].Used != 15 || w.Pool != 15 || w.PoolUsed != 15 {
+	if w.Used != 20 || w.Remaining != 0 || w.Callers["intake"].Used != int(intake.Load()) || w.Callers["intake"].Reserved != 5 ||
+		w.Callers["batch"].Used != int(batch.Load()) || w.Pool != 15 || w.PoolUsed != 15 {
 		t.Errorf("window %+v", w)
 	}
 	if got := testutil.ToFloat64(reps[0].met.BudgetUsedRatio.WithLabelValues("tenant", "")); got < 0.9 {
