@@ -29,16 +29,8 @@ type Metrics struct {
 	UpstreamThrottled          *prometheus.CounterVec // route: upstream 429s seen
 	UpstreamRateLimitRemaining *prometheus.GaugeVec   // route: the last X-RateLimit-Remaining
 	BudgetRefused              *prometheus.CounterVec // caller, limit
-	// BudgetWaiting is the requests waiting now for a hold or a limit
-	// (upstream_budget.max_wait); the Waitlist keeps it.
-	BudgetWaiting prometheus.Gauge
 	// BudgetWait is the time waited by requests then admitted; caller.
 	BudgetWait *prometheus.HistogramVec
-	// BudgetMaxWait and BudgetMaxWaiting are upstream_budget.max_wait and
-	// max_waiting in force, so that an alert can compare the waits with
-	// them whatever each release configured.
-	BudgetMaxWait    prometheus.Gauge
-	BudgetMaxWaiting prometheus.Gauge
 }
 
 // waitBuckets span a wait for the next slot of a busy window (tens of
@@ -99,27 +91,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_budget_refused_total",
 			Help: "Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.",
 		}, []string{"caller", "limit"}),
-		BudgetWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faxgate_upstream_budget_waiting",
-			Help: "Requests waiting now on this replica for a Retry-After hold to end or an upstream_budget limit to free a slot (upstream_budget.max_wait).",
-		}),
 		BudgetWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "faxgate_upstream_budget_wait_seconds",
 			Help:    "Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.",
 			Buckets: waitBuckets,
 		}, []string{"caller"}),
-		BudgetMaxWait: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faxgate_upstream_budget_max_wait_seconds",
-			Help: "upstream_budget.max_wait in force: the longest a request waits for a hold or a limit (0: refused at once).",
-		}),
-		BudgetMaxWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "faxgate_upstream_budget_max_waiting",
-			Help: "upstream_budget.max_waiting in force: the most requests waiting at once on this replica.",
-		}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
 		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused,
-		m.BudgetWaiting, m.BudgetWait, m.BudgetMaxWait, m.BudgetMaxWaiting)
+		m.BudgetWait)
 	return m
 }
 
@@ -152,8 +132,6 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		return
 	}
 	callers := r.Policy.Callers()
-	m.BudgetMaxWait.Set(r.MaxWait.Seconds())
-	m.BudgetMaxWaiting.Set(float64(r.MaxWaiting))
 	for _, name := range r.Table.RouteNames() {
 		if name == route.RouteAuth { // answered by the gateway, never forwarded
 			continue

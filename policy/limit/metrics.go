@@ -1,6 +1,10 @@
 package limit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the shared limits' collectors (docs/metrics-and-alerts.md).
 type Metrics struct {
@@ -11,6 +15,14 @@ type Metrics struct {
 	RateLimitBackendUp *prometheus.GaugeVec
 	BudgetUsedRatio    *prometheus.GaugeVec // limit, route ("" for tenant scope)
 	BudgetFallback     prometheus.Counter   // decisions made locally while Redis was unreachable
+	// BudgetWaiting is the requests waiting now for a hold or a limit
+	// (upstream_budget.max_wait); the Waitlist keeps it.
+	BudgetWaiting prometheus.Gauge
+	// BudgetMaxWait and BudgetMaxWaiting are upstream_budget.max_wait and
+	// max_waiting in force (SetWaitSettings), so that an alert can compare
+	// the waits with them whatever each release configured.
+	BudgetMaxWait    prometheus.Gauge
+	BudgetMaxWaiting prometheus.Gauge
 }
 
 // NewMetrics creates the shared limits' collectors and registers them on reg.
@@ -32,9 +44,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_budget_fallback_total",
 			Help: "Upstream budget decisions made locally (requests / replicas_hint) because Redis was unreachable or slow.",
 		}),
+		BudgetWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_waiting",
+			Help: "Requests waiting now on this replica for a Retry-After hold to end or an upstream_budget limit to free a slot (upstream_budget.max_wait).",
+		}),
+		BudgetMaxWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_wait_seconds",
+			Help: "upstream_budget.max_wait in force: the longest a request waits for a hold or a limit (0: refused at once).",
+		}),
+		BudgetMaxWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_max_waiting",
+			Help: "upstream_budget.max_waiting in force: the most requests waiting at once on this replica.",
+		}),
 	}
-	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetFallback)
+	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetFallback,
+		m.BudgetWaiting, m.BudgetMaxWait, m.BudgetMaxWaiting)
 	return m
+}
+
+// SetWaitSettings records the upstream_budget.max_wait and max_waiting in
+// force; the assembler calls it whenever rules are applied.
+func (m *Metrics) SetWaitSettings(maxWait time.Duration, maxWaiting int) {
+	m.BudgetMaxWait.Set(maxWait.Seconds())
+	m.BudgetMaxWaiting.Set(float64(maxWaiting))
 }
 
 // RegisterHolds exports faxgate_upstream_hold_seconds{route}: the time left

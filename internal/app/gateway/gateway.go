@@ -190,7 +190,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout, Panics: g.Metrics.countPanic})
 	limit.RegisterHolds(d.Registry, g.Holds.Each)
 	g.Waitlist = limit.NewWaitlist(limit.WaitlistOptions{Clock: d.Clock, Guard: limit.DefaultWaitGuard,
-		Waiting: g.Metrics.Proxy.BudgetWaiting})
+		Waiting: g.Metrics.Limits.BudgetWaiting})
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
@@ -245,6 +245,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Metrics.ConfigLastReloadOK.Set(1)
 	g.reloads.loaded(cfg, d.Clock.Now(), "start", nil)
+	g.Metrics.Limits.SetWaitSettings(rules.MaxWait, rules.MaxWaiting)
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:          base,
 		Transport:         g.transport,

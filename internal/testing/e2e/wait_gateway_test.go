@@ -56,7 +56,7 @@ upstream_budget:
 		}()
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != 5 {
+	for testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting) != 5 {
 		if time.Now().After(deadline) {
 			t.Fatal("the five never waited")
 		}
@@ -138,9 +138,9 @@ upstream_budget:
 		}()
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != n {
+	for testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%v waiting after 5 s, want %d", testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting), n)
+			t.Fatalf("%v waiting after 5 s, want %d", testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -230,9 +230,9 @@ upstream_budget:
 func waitGauge(t *testing.T, g *gatewaytest.Gateway, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
-	for testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting) != want {
+	for testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("faxgate_upstream_budget_waiting is %v, want %v", testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting), want)
+			t.Fatalf("faxgate_upstream_budget_waiting is %v, want %v", testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting), want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -136,7 +136,7 @@ func TestFleetBurstWaitsInsteadOfRefusing(t *testing.T) {
 	var count uint64
 	for _, g := range f.gws {
 		count += histogramCount(t, g, "batch")
-		if w := testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting); w != 0 {
+		if w := testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting); w != 0 {
 			t.Errorf("faxgate_upstream_budget_waiting %v after the burst", w)
 		}
 	}
@@ -239,7 +239,7 @@ upstream_budget:
 	for {
 		n := 0.0
 		for _, g := range f.gws {
-			n += testutil.ToFloat64(g.Metrics.Proxy.BudgetWaiting)
+			n += testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting)
 		}
 		if n == 9 {
 			break
