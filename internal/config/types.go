@@ -99,6 +99,12 @@ type Admin struct {
 	// block and mutex profiles at a modest rate while faxgate serves.
 	// Default false.
 	Pprof bool `yaml:"pprof"`
+	// AllowedHosts are the host names, besides IP addresses and
+	// "localhost", that the admin listener answers to (the Host header,
+	// without its port, compared without regard to case); any other Host
+	// gets 421, so a page that rebinds its own DNS name to the admin port
+	// reads nothing. Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Upstream is the Customer API behind the gateway.

@@ -144,4 +144,29 @@ func validDNSName(s string) bool {
 func (v *validator) validateAdmin(a Admin, s Server) {
 	v.listen("admin.listen", a.Listen)
 	v.ownAddress(listener{"admin.listen", a.Listen}, serverListeners(s))
+	for i, h := range a.AllowedHosts {
+		if !validHostName(h) {
+			v.add(fmt.Sprintf("admin.allowed_hosts[%d]", i), "%q is not a host name (letters, digits, '-' and '.', no port or scheme)", h)
+		}
+	}
+}
+
+// validHostName reports whether h is a DNS name as a Host header carries it:
+// labels of letters, digits and '-', separated by dots, at most 253 bytes.
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
