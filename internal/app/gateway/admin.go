@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +49,48 @@ func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, 
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// hostGuard answers only requests whose Host is an IP address (with or
+// without a port), "localhost", or one of allowed (compared without regard
+// to case); any other gets 421 and nothing else. A web page can rebind its
+// own DNS name to a pod's address, and an operator's browser with
+// `kubectl port-forward` open would then read /status.json for it; such a
+// page's requests carry its own name as Host (docs/security.md#the-admin-listener).
+func hostGuard(next http.Handler, allowed []string) http.Handler {
+	names := make(map[string]bool, len(allowed)+1)
+	names["localhost"] = true
+	for _, h := range allowed {
+		names[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !adminHostAllowed(r.Host, names) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminHostAllowed reports whether host (a Host header) names the admin
+// listener: an IP literal, or a name in names (lower case, no final dot).
+func adminHostAllowed(host string, names map[string]bool) bool {
+	h := host
+	if sh, _, err := net.SplitHostPort(host); err == nil {
+		h = sh
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		h = host[1 : len(host)-1]
+	}
+	if h == "" {
+		return false
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		// A zone ("fe80::1%eth0") is the client's business; the address
+		// is still a literal no DNS name can stand in for.
+		return a.IsValid()
+	}
+	return names[strings.ToLower(strings.TrimSuffix(h, "."))]
 }
 
 // writeJSON answers with v; admin answers describe the moment and are never

@@ -263,7 +263,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		AuditLogger:       logs.Audit.Named("audit"),
 		Tracer:            tracer,
 	})
-	g.admin = adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON)
+	g.admin = hostGuard(adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON),
+		cfg.Admin.AllowedHosts)
 	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })
 	return g, nil
 }

@@ -105,8 +105,12 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	} else {
 		served = listener.Wrap(pln)
 	}
-	asrv := &http.Server{Handler: g.admin, ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: zap.NewStdLog(log.Named("admin"))}
+	// The admin listener cuts slow and idle connections as the proxy
+	// listener does: a header trickled byte by byte holds a goroutine no
+	// longer than read_header_timeout. Nothing it serves reads a body.
+	asrv := &http.Server{Handler: g.admin, ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		ReadTimeout: cfg.Server.ReadHeaderTimeout, IdleTimeout: cfg.Server.IdleTimeout,
+		MaxHeaderBytes: listener.MaxHeaderBytes, ErrorLog: zap.NewStdLog(log.Named("admin"))}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()

@@ -108,7 +108,7 @@ type CallerStatus struct {
 	Allow        []string `json:"allow"`
 	// Routes are the route names the allow list grants.
 	Routes    []string     `json:"routes"`
-	RateLimit config.Limit `json:"rate_limit"`
+	RateLimit RateStatus `json:"rate_limit"`
 	// RateLimitDefault: the caller has no rate_limit of its own.
 	RateLimitDefault bool       `json:"rate_limit_default"`
 	Requests5m       uint64     `json:"requests_5m"`
@@ -229,11 +229,11 @@ func (g *Gateway) status(ctx context.Context) *Status {
 		a := activity[c.Name]
 		cst := CallerStatus{Name: c.Name, CIDRs: nonNil(c.CIDRs), SpiffeIDs: nonNil(c.SpiffeIDs),
 			HeaderValues: nonNil(c.HeaderValues), Allow: nonNil(c.Allow), Routes: []string{},
-			RateLimit: cfg.RateLimit.Default, RateLimitDefault: c.RateLimit == nil,
+			RateLimit: rateStatus(cfg.RateLimit.Default), RateLimitDefault: c.RateLimit == nil,
 			Requests5m: a.Requests, Denials5m: a.Denials, LimitedNow: a.LimitedNow,
 			Waiting: st.Budget.WaitingByCaller[c.Name]}
 		if c.RateLimit != nil {
-			cst.RateLimit = *c.RateLimit
+			cst.RateLimit = rateStatus(*c.RateLimit)
 		}
 		if !a.LastLimited.IsZero() {
 			l := a.LastLimited.UTC()
@@ -380,3 +380,12 @@ func joinComma(s []string) string {
 	}
 	return out
 }
+
+// RateStatus is a caller's rate limit in /status.json, under the names the
+// config file and the docs use.
+type RateStatus struct {
+	RPS   float64 `json:"rps"`
+	Burst int     `json:"burst"`
+}
+
+func rateStatus(l config.Limit) RateStatus { return RateStatus{RPS: l.RPS, Burst: l.Burst} }

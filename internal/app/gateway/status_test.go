@@ -123,8 +123,12 @@ func statusTraffic(t *testing.T, g *gatewaytest.Gateway) {
 func TestStatusJSON(t *testing.T) {
 	g := startStatusGateway(t, false)
 	statusTraffic(t, g)
-	st, _ := getStatus(t, g)
+	st, body := getStatus(t, g)
 
+	// The names the docs give, lower case, as the config file spells them.
+	if !strings.Contains(body, `"rate_limit":{"rps":0.01,"burst":3}`) {
+		t.Errorf("status.json does not spell intake's rate limit as the docs do (rps, burst):\n%.600s", body)
+	}
 	if st.Version != "test" || !st.Ready || st.UptimeSeconds < 0 {
 		t.Errorf("version %q ready %v uptime %d", st.Version, st.Ready, st.UptimeSeconds)
 	}
