@@ -132,10 +132,18 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// One read-only slice serves the response and the upstream request.
 	ex.idHeader = []string{ex.id}
 	w.Header()["X-Request-Id"] = ex.idHeader
-	r = h.startTrace(r, ex)
+	// Who is calling is settled first: the trace of a request from a peer no
+	// caller matches does not follow that peer's traceparent (trace.go).
+	rules := h.rules.Load()
+	ex.rules = rules
+	name, _, identified := rules.Identifier.Identify(r)
+	if identified {
+		ex.caller = name
+	}
+	r = h.startTrace(r, ex, identified)
 	defer h.finish(w, r, ex)
 
-	if ge := h.serve(w, r, ex); ge != nil {
+	if ge := h.serve(w, r, ex, identified); ge != nil {
 		h.readAuditBody(w, r, ex)
 		h.refuse(w, ex, ge)
 	}
@@ -145,18 +153,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // non-nil result is the refusal to answer with. The order of the refusals
 // is part of the gateway's answers: a request that fails two checks is
 // answered for the first.
-func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
-	rules := h.rules.Load()
-	ex.rules = rules
+func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange, identified bool) *gatewayError {
+	rules, name := ex.rules, ex.caller
 
-	// Identify and route. Who is calling and which route the path names are
-	// settled before any refusal, so that every refusal of a request to a
-	// sensitive route is audited with its caller and route (docs/logs.md,
-	// Audit lines).
-	name, _, identified := rules.Identifier.Identify(r)
-	if identified {
-		ex.caller = name
-	}
+	// Identify (ServeHTTP) and route. Who is calling and which route the
+	// path names are settled before any refusal, so that every refusal of a
+	// request to a sensitive route is audited with its caller and route
+	// (docs/logs.md, Audit lines).
 	tgt, perr := rules.Resolve(r.Method, r.RequestURI)
 	if perr == nil {
 		ex.target, ex.route = tgt, tgt.Route

@@ -86,18 +86,26 @@ func (t *traceIDs) idStrings() (trace, span string) {
 	return trace, span
 }
 
-// startTrace runs at the start of a request. With tracing off it reads the
-// caller's traceparent (a valid one puts its trace ID on the log lines);
-// with tracing on it starts the SERVER span, as a child of a valid
-// traceparent, and returns r with the span in its context.
-func (h *Handler) startTrace(r *http.Request, ex *exchange) *http.Request {
+// startTrace runs at the start of a request, once its caller is known. With
+// tracing off it reads the caller's traceparent (a valid one puts its trace
+// ID on the log lines); with tracing on it starts the SERVER span, as a
+// child of a valid traceparent, and returns r with the span in its context.
+//
+// A request from a peer that no caller matches (identified false) is a
+// trace of its own, sampled at sample_ratio whatever its traceparent says:
+// an anonymous client must not force spans into the export queue, nor
+// hang them on somebody else's trace (docs/tracing.md#sampling).
+func (h *Handler) startTrace(r *http.Request, ex *exchange, identified bool) *http.Request {
 	if h.tracer == nil {
 		if vs := r.Header["Traceparent"]; len(vs) == 1 {
 			ex.traceID, ex.hasID = tracing.ParseTraceparent(vs[0])
 		}
 		return r
 	}
-	ctx := traceContext.Extract(r.Context(), headerCarrier(r.Header))
+	ctx := r.Context()
+	if identified {
+		ctx = traceContext.Extract(ctx, headerCarrier(r.Header))
+	}
 	// The name is settled in endTrace, once the route is known; the
 	// sampler sees the method only.
 	ctx, span := h.tracer.Start(ctx, ex.method, serverSpan...)

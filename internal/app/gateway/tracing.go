@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -89,19 +90,45 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 
 // exportClient is the exporter's own HTTP client: its own connections
 // (never the upstream's), no proxy from the environment, and every phase
-// bounded.
+// bounded. It follows no redirect: headers_env's values (often a
+// collector's credentials) go to tracing.endpoint and nowhere else, and a
+// redirect is a failed export (docs/tracing.md).
 func exportClient() *http.Client {
 	return &http.Client{
 		Timeout: traceExportTimeout,
-		Transport: &http.Transport{
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+		Transport: bodilessErrors{&http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          4,
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: traceExportTimeout,
-		},
+		}},
 	}
+}
+
+// bodilessErrors drops the body of every answer but a success before the
+// exporter reads it. The exporter quotes an error answer's body in the
+// error it returns, which the gateway logs; a collector (or a proxy in
+// front of it) that echoes the request's headers would put headers_env's
+// secret in that line. The status alone says what went wrong.
+type bodilessErrors struct{ next http.RoundTripper }
+
+func (b bodilessErrors) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := b.next.RoundTrip(r)
+	if err != nil || res.StatusCode/100 == 2 {
+		return res, err
+	}
+	// A little is drained so the connection can be reused.
+	_, _ = io.CopyN(io.Discard, res.Body, 4<<10)
+	res.Body.Close()
+	res.Body, res.ContentLength = http.NoBody, 0
+	res.Header.Del("Content-Length")
+	res.Header.Del("Content-Encoding")
+	return res, nil
 }
 
 // requestSampler is parent-based (docs/tracing.md): a request whose

@@ -17,6 +17,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // Mode is how the collector answers.
@@ -29,7 +31,19 @@ const (
 	Refuse
 	// Hang accepts the connection and never answers (until the test ends).
 	Hang
+	// Echo answers every export 400 with a body that echoes the export's
+	// request headers, as some collectors and gateways in front of them do.
+	Echo
+	// Redirect answers every export 307 to Options.RedirectTo.
+	Redirect
 )
+
+// Options are the settings of a collector that need more than its Mode.
+type Options struct {
+	// RedirectTo is where mode Redirect sends exports (a base URL; the
+	// export's path is appended).
+	RedirectTo string
+}
 
 // Span is one exported span, flattened with its resource's attributes.
 type Span struct {
@@ -59,7 +73,10 @@ type Collector struct {
 }
 
 // Start starts a collector in mode m; it stops at the end of the test.
-func Start(t testing.TB, m Mode) *Collector {
+func Start(t testing.TB, m Mode) *Collector { return StartWith(t, m, Options{}) }
+
+// StartWith is Start with o.
+func StartWith(t testing.TB, m Mode, o Options) *Collector {
 	c := &Collector{stop: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
@@ -75,6 +92,15 @@ func Start(t testing.TB, m Mode) *Collector {
 			case <-c.stop:
 			case <-r.Context().Done():
 			}
+			return
+		case Echo:
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusBadRequest)
+			_ = r.Header.Write(w)
+			return
+		case Redirect:
+			_, _ = io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, o.RedirectTo+r.URL.Path, http.StatusTemporaryRedirect)
 			return
 		}
 		if r.URL.Path != "/v1/traces" {
@@ -178,16 +204,15 @@ func (c *Collector) Exports() int {
 // WaitFor waits up to limit for a span that ok accepts, and returns it.
 func (c *Collector) WaitFor(t testing.TB, limit time.Duration, what string, ok func(Span) bool) Span {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	var found Span
+	eventually.Eventually(t, limit, "otlptest: a span "+what, func() bool {
 		for _, s := range c.Spans() {
 			if ok(s) {
-				return s
+				found = s
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("otlptest: no span %s within %v; got %d spans", what, limit, len(c.Spans()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return found
 }
