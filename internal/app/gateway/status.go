@@ -107,7 +107,7 @@ type CallerStatus struct {
 	HeaderValues []string `json:"header_values"`
 	Allow        []string `json:"allow"`
 	// Routes are the route names the allow list grants.
-	Routes    []string     `json:"routes"`
+	Routes    []string   `json:"routes"`
 	RateLimit RateStatus `json:"rate_limit"`
 	// RateLimitDefault: the caller has no rate_limit of its own.
 	RateLimitDefault bool       `json:"rate_limit_default"`
