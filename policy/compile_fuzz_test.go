@@ -41,7 +41,7 @@ func FuzzCompile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := Compile(cfg, time.Now, WithRedis(client, nil, zap.NewNop())); err != nil {
+		if _, err := Compile(cfg.RuleSections(), time.Now, WithRedis(client, nil, zap.NewNop())); err != nil {
 			t.Fatalf("config.Parse accepted a file that policy.Compile refuses: %v\n%s", err, data)
 		}
 	})

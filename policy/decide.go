@@ -19,6 +19,9 @@ type Decision struct {
 	// Confirm: the route is in policy.confirm, so the proxy calls
 	// CheckConfirm before forwarding.
 	Confirm bool
+	// AuditIDs: the route's audit line names the body's number_id and
+	// order_id (AuditCarriesIDs).
+	AuditIDs bool
 }
 
 // Policy answers what a caller may do. It is immutable and safe for
@@ -66,6 +69,7 @@ func NewPolicy(callers []config.Caller, p config.Policy, t *route.Table) (*Polic
 	for i, r := range routes {
 		pol.index[r] = i
 		pol.base[i] = Decision{Sensitive: sensitive[r], Confirm: confirm[r]}
+		pol.base[i].AuditIDs = AuditCarriesIDs(r, pol.base[i])
 	}
 	// Every distinct allow entry is matched against the routes once, and
 	// every distinct allow list is built once from its entries.

@@ -77,6 +77,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newTestPolicy(t, tc.sensitive, callers...)
+			tc.want.AuditIDs = AuditCarriesIDs(tc.route, tc.want) // compiled into every decision
 			if got := p.Decide(tc.caller, tc.route); got != tc.want {
 				t.Errorf("Decide(%q, %q) = %+v, want %+v", tc.caller, tc.route, got, tc.want)
 			}

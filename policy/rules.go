@@ -11,27 +11,17 @@ import (
 )
 
 // Rules is everything that decides what a caller may do, compiled from the
-// callers, routes, policy and rate_limit sections. The proxy reads it through
-// one atomic pointer, so a reload swaps it whole between requests.
+// callers, routes, policy, rate_limit and upstream_budget sections. The
+// proxy reads it through one atomic pointer, so a reload swaps it whole
+// between requests.
 type Rules struct {
 	Table      *route.Table
 	Identifier *identity.Identifier
 	Policy     *Policy
 	Limiter    limit.RateLimiter
-	// Budget is upstream_budget's limits; nil when there are none.
-	Budget limit.Budget
-	// BudgetLimits are the names of upstream_budget's limits, in the file's
-	// order: the limit label values the config makes known.
-	BudgetLimits []string
-	// HonorRetryAfter and MaxHold are upstream_budget's: an upstream 429
-	// holds its route for its Retry-After, at most MaxHold.
-	HonorRetryAfter bool
-	MaxHold         time.Duration
-	// MaxWait and MaxWaiting are upstream_budget's: with MaxWait > 0 a
-	// request a hold or a limit refuses waits for its turn instead
-	// (limit.Waitlist).
-	MaxWait    time.Duration
-	MaxWaiting int
+	// Upstream is upstream_budget compiled: the limits' windows (Budget,
+	// nil when there are none), the holds' and the waits' settings.
+	Upstream limit.UpstreamRules
 	// IdentityHeader is callers.identity_header as the forward compares
 	// header names: canonical, with underscores read as hyphens
 	// (routetable.FoldedHeaderName). It is never forwarded upstream, however the
@@ -45,24 +35,24 @@ type Rules struct {
 	resolver *route.Resolver
 }
 
-// Compile builds the rules of cfg. now is the rate limiters' clock. With
+// Compile builds the rules of s. now is the rate limiters' clock. With
 // rate_limit.backend: redis, opts must include WithRedis.
 //
-// cfg must have passed validation (config.Load, config.Validate): the rules
+// s must have passed validation (config.Load, config.Validate): the rules
 // for callers, routes and policy live there, once, with YAML paths, so that
 // faxgate check refuses everything Compile would. What Compile still
 // refuses are guards against input that skipped validation, and a reload
 // that switches to the Redis rate limiter without a Redis connection.
-func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*Rules, error) {
-	table, err := route.NewTable(cfg.Routes.Extra, cfg.Routes.Unmatched == "deny")
+func Compile(s config.RuleSections, now func() time.Time, opts ...CompileOption) (*Rules, error) {
+	table, err := route.NewTable(s.Routes.Extra, s.Routes.Unmatched == "deny")
 	if err != nil {
 		return nil, err
 	}
-	id, err := identity.New(cfg.Callers)
+	id, err := identity.New(s.Callers)
 	if err != nil {
 		return nil, err
 	}
-	pol, err := NewPolicy(cfg.Callers.List, cfg.Policy, table)
+	pol, err := NewPolicy(s.Callers.List, s.Policy, table)
 	if err != nil {
 		return nil, err
 	}
@@ -73,37 +63,25 @@ func Compile(cfg *config.Config, now func() time.Time, opts ...CompileOption) (*
 	var prevLimiter limit.RateLimiter
 	var prevBudget limit.Budget
 	if o.prev != nil {
-		prevLimiter, prevBudget = o.prev.Limiter, o.prev.Budget
+		prevLimiter, prevBudget = o.prev.Limiter, o.prev.Upstream.Budget
 	}
-	lim, err := limit.NewRateLimiter(cfg, now, o.deps, prevLimiter)
+	lim, err := limit.NewRateLimiter(limit.RateConfig{RateLimit: s.RateLimit, Callers: s.Callers.List, KeyPrefix: s.KeyPrefix},
+		now, o.deps, prevLimiter)
 	if err != nil {
 		return nil, err
 	}
+	budget := limit.NewBudget(limit.BudgetConfig{Budget: s.UpstreamBudget, Shared: s.RateLimit.Backend == "redis",
+		ReplicasHint: s.RateLimit.ReplicasHint, KeyPrefix: s.KeyPrefix, Routes: table.RouteNames()}, now, o.deps, prevBudget)
 	return &Rules{
-		Table:        table,
-		Identifier:   id,
-		Policy:       pol,
-		Limiter:      lim,
-		Budget:       limit.NewBudget(cfg, table.RouteNames(), now, o.deps, prevBudget),
-		BudgetLimits: budgetLimitNames(cfg.UpstreamBudget),
-
-		HonorRetryAfter: cfg.UpstreamBudget.HonorRetryAfter,
-		MaxHold:         cfg.UpstreamBudget.MaxHold,
-		MaxWait:         cfg.UpstreamBudget.MaxWait,
-		MaxWaiting:      cfg.UpstreamBudget.MaxWaiting,
-
-		IdentityHeader: routetable.FoldedHeaderName(cfg.Callers.IdentityHeader),
-		AuthShim:       cfg.Policy.AuthEndpoint == "shim",
+		Table:          table,
+		Identifier:     id,
+		Policy:         pol,
+		Limiter:        lim,
+		Upstream:       limit.CompileUpstream(s.UpstreamBudget, budget),
+		IdentityHeader: routetable.FoldedHeaderName(s.Callers.IdentityHeader),
+		AuthShim:       s.Policy.AuthEndpoint == "shim",
 		resolver:       route.NewResolver(table, func(r string) bool { return pol.Base(r).Sensitive }),
 	}, nil
-}
-
-func budgetLimitNames(b config.UpstreamBudget) []string {
-	names := make([]string, 0, len(b.Limits))
-	for _, l := range b.Limits {
-		names = append(names, l.Name)
-	}
-	return names
 }
 
 // Resolve resolves a request-target to the route policy decides on and the

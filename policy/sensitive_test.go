@@ -15,7 +15,7 @@ func compileYAML(t *testing.T, yaml string) *Rules {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Compile(cfg, time.Now)
+	r, err := Compile(cfg.RuleSections(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

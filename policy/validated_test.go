@@ -170,7 +170,7 @@ func TestSharedSensitivePath(t *testing.T) {
 	if ps := config.Validate(c); ps != nil {
 		t.Fatalf("Validate: %v", ps)
 	}
-	rules, err := Compile(c, nil)
+	rules, err := Compile(c.RuleSections(), nil)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestCompileGuards(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validatedConfig(t)
 			tc.mutate(c)
-			_, err := Compile(c, nil)
+			_, err := Compile(c.RuleSections(), nil)
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("Compile error = %v, want %q...", err, tc.want)
 			}

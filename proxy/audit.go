@@ -21,20 +21,20 @@ func (h *Handler) writeAudit(ex *exchange, status int) {
 	decision, reason := auditDecision(ex)
 	fields := []zap.Field{
 		zap.String("request_id", ex.id),
-		zap.String("caller", ex.caller),
-		zap.String("route", ex.auditRoute),
+		zap.String("caller", ex.out.Caller),
+		zap.String("route", ex.out.AuditRoute),
 		zap.String("decision", decision),
 		zap.String("reason", reason),
 		zap.Int("status", status),
-		zap.Int("upstream_status", ex.upstreamStatus),
+		zap.Int("upstream_status", ex.leg.upstreamStatus),
 	}
 	if ex.hasID {
 		fields = append(fields, traceFields(ex)...)
 	}
-	if ex.auditIDs {
-		num, order := ex.numberID, ex.orderID
-		if num == "" && order == "" && ex.buffered != nil {
-			num, order = policy.AuditIDs(ex.buffered)
+	if ex.out.Decision.AuditIDs {
+		num, order := ex.out.NumberID, ex.out.OrderID
+		if num == "" && order == "" && ex.leg.buffered != nil {
+			num, order = policy.AuditIDs(ex.leg.buffered)
 		}
 		if h.holdsToken(num + order) {
 			// A token split across the two values is still a token in the log.
@@ -50,9 +50,9 @@ func (h *Handler) writeAudit(ex *exchange, status int) {
 func auditDecision(ex *exchange) (decision, reason string) {
 	decision, reason = "denied", ex.code
 	switch {
-	case ex.upstreamStatus != 0:
+	case ex.leg.upstreamStatus != 0:
 		decision, reason = "forwarded", ""
-	case ex.tok != nil:
+	case ex.leg.tok != nil:
 		// The transport records the token just before the upstream call, so
 		// the request was on its way.
 		decision = "unknown"
@@ -97,7 +97,7 @@ func (h *Handler) auditValue(v string) string {
 // be too large, when the body was already read, or when the caller waits for
 // 100 Continue: asking for a body only to refuse it would contradict that.
 func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange) {
-	if !ex.auditIDs || ex.body.rc != nil || ex.buffered != nil ||
+	if !ex.out.Decision.AuditIDs || ex.leg.body.rc != nil || ex.leg.buffered != nil ||
 		r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > retryBufferMax ||
 		r.ContentLength > h.opts.MaxBodyBytes {
 		return
@@ -108,20 +108,20 @@ func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange
 	if ascii.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue") {
 		return
 	}
-	ex.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
+	ex.leg.body = requestBody{rc: r.Body, ctl: http.NewResponseController(w.ResponseWriter),
 		timeout: h.opts.ReadTimeout, limit: min(h.opts.MaxBodyBytes, retryBufferMax),
 		hardDeadline: ex.start.Add(h.opts.UpstreamTimeout)}
 	// Counted with every other body copy, never forced: when the memory is
 	// spoken for, a refused caller's audit line goes without its IDs
 	// rather than holding memory for it.
-	body, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, false, &ex.reserved)
+	body, complete, err := h.replay.readAll(&ex.leg.body, retryBufferMax, r.ContentLength, false, &ex.leg.reserved)
 	if err != nil || !complete || len(body) > retryBufferMax {
 		// The rest of the body stays unread, or its framing broke off:
 		// this connection cannot carry another request.
 		w.Header().Set("Connection", "close")
 		return
 	}
-	ex.numberID, ex.orderID = policy.AuditIDs(body)
+	ex.out.NumberID, ex.out.OrderID = policy.AuditIDs(body)
 }
 
 // holdsToken reports whether s, a value the caller chose that the gateway

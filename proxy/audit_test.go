@@ -413,7 +413,7 @@ callers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := policy.Compile(cfg, time.Now)
+	rules, err := policy.Compile(cfg.RuleSections(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/proxy/listener"
 )
 
@@ -32,8 +33,8 @@ type requestBody struct {
 	timeout time.Duration
 	limit   int64
 	n       int64
-	err     *gatewayError // why reading stopped, if the gateway stopped it
-	eof     atomic.Bool   // the whole body was read (read by upstreamError too)
+	err     *route.Error // why reading stopped, if the gateway stopped it
+	eof     atomic.Bool  // the whole body was read (read by upstreamError too)
 	cleared bool
 	// hardDeadline, when set, bounds the whole read however steadily it trickles.
 	hardDeadline time.Time
@@ -79,7 +80,7 @@ func (b *requestBody) clearDeadline() {
 
 func (b *requestBody) Close() error { return b.rc.Close() }
 
-func classifyBodyError(err error) *gatewayError {
+func classifyBodyError(err error) *route.Error {
 	var ne net.Error
 	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return errBodyTimeout
@@ -99,38 +100,41 @@ type multiReadCloser struct {
 
 func (m multiReadCloser) Close() error { return m.c.Close() }
 
-// prepareBody wraps the caller's body. A body streams upstream as it arrives,
+// prepareBody is the body stage, once the decisions allow the request as far
+// as its body (policy.Outcome.NeedBody). A body streams upstream as it arrives,
 // with a copy kept for a resend after a 401 (replay.go) when it is at most
 // retryBufferMax and the resend memory allows. A body of at most
 // smallBodyMax with a known length, and the body of a route whose checks
-// read it (policy.confirm, or the number and order IDs of the audit line),
-// is read whole first.
-func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil
-	}
-	ex.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
+// read it (whole: policy.confirm, or the number and order IDs of the audit
+// line), is read whole first. It completes the body's facts: what was
+// read whole, and how to tell that the caller left while the rest is unread.
+func (ex *exchange) prepareBody(whole bool) *route.Error {
+	h, r, l, f := ex.h, ex.facts.Request, &ex.leg, &ex.facts
+	f.BodyReady = true
+	l.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
 	if !listener.BodyInMemory(r) {
 		// The body may still be on its way: every read pushes the read
 		// deadline forward (a body already read whole needs none).
-		ex.body.ctl, ex.body.timeout = http.NewResponseController(w.ResponseWriter), h.opts.ReadTimeout
+		l.body.ctl, l.body.timeout = http.NewResponseController(ex.w.ResponseWriter), h.opts.ReadTimeout
 	}
 	if r.ContentLength > retryBufferMax {
-		r.Body = &ex.body
+		r.Body = &l.body
+		f.Departure = ex
 		return nil
 	}
 	// A small body of known length is read first, into a fresh buffer the
 	// size of the body: it costs little, and a body net/http knows to be in
 	// memory goes upstream in the same write(2) as the headers.
 	small := r.ContentLength > 0 && r.ContentLength <= smallBodyMax
-	if !ex.decision.Confirm && !ex.auditIDs && !small {
-		ex.replay = newReplayBody(&ex.body, h.replay, retryBufferMax)
-		r.Body, r.GetBody = ex.replay, ex.replay.getBody
+	if !whole && !small {
+		l.replay = newReplayBody(&l.body, h.replay, retryBufferMax)
+		r.Body, r.GetBody = l.replay, l.replay.getBody
+		f.Departure = ex
 		return nil
 	}
 	// Buffering has an overall deadline too, so a body trickled in just under
 	// the read timeout cannot hold a goroutine and a buffer indefinitely.
-	ex.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
+	l.body.hardDeadline = ex.start.Add(h.opts.UpstreamTimeout)
 	// A fresh buffer per request, counted under server.resend_buffer_bytes
 	// with every other body copy: the transport may read it after the
 	// handler returns (a resend's body), so it is never handed to another.
@@ -138,13 +142,11 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 	// even when the memory is spoken for (counted, never refused): the
 	// confirmation needs it, and the audit line of a delete that is
 	// carried out must name it, whatever refused callers hold.
-	force := ex.decision.Confirm || ex.auditIDs
-	data, complete, err := h.replay.readAll(&ex.body, retryBufferMax, r.ContentLength, force, &ex.reserved)
-	ex.body.hardDeadline = time.Time{}
+	read, complete, err := h.replay.readAll(&l.body, retryBufferMax, r.ContentLength, whole, &l.reserved)
+	l.body.hardDeadline = time.Time{}
 	if err != nil {
-		if ex.body.err != nil {
-			w.Header().Set("Connection", "close")
-			return ex.body.err
+		if l.body.err != nil {
+			return l.body.err
 		}
 		return errBodyRead
 	}
@@ -152,35 +154,42 @@ func (h *Handler) prepareBody(w *responseWriter, r *http.Request, ex *exchange) 
 		// The body memory is spoken for: this body streams without a copy
 		// (no resend after a 401, no IDs on the audit line), after what was
 		// read.
-		if len(data) == 0 {
-			r.Body = &ex.body
+		if len(read) == 0 {
+			r.Body = &l.body
 		} else {
-			r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
+			r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(read), &l.body), c: &l.body}
 		}
+		f.Departure = ex
 		return nil
 	}
-	if len(data) > retryBufferMax {
+	if len(read) > retryBufferMax {
 		// Unknown length and over the buffer: stream what was read, then the rest.
-		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(data), &ex.body), c: &ex.body}
+		r.Body = multiReadCloser{Reader: io.MultiReader(bytes.NewReader(read), &l.body), c: &l.body}
+		f.Departure = ex
 		return nil
 	}
-	ex.buffered = data
-	r.ContentLength = int64(len(data))
+	l.buffered, f.Body = read, read
+	r.ContentLength = int64(len(read))
 	r.TransferEncoding = nil
-	if len(data) == 0 {
+	if len(read) == 0 {
 		r.Body = http.NoBody
 		return nil
 	}
-	// The transport sends this body on the first attempt (see RoundTrip);
-	// a resend gets a fresh reader from GetBody.
-	ex.memReader.Reset(data)
-	ex.memBody = io.NopCloser(&ex.memReader)
-	r.Body = ex.memBody
-	r.GetBody = ex.getBody
+	// The transport sends this body on the first attempt (see send); a
+	// resend gets a fresh reader from GetBody.
+	l.memReader.Reset(read)
+	l.memBody = io.NopCloser(&l.memReader)
+	r.Body = l.memBody
+	r.GetBody = l.getBody
 	return nil
 }
 
+// Gone implements limit.Departure for a request waiting with its body
+// still unread: whether its caller has closed its connection
+// (listener.PeerClosed).
+func (ex *exchange) Gone() bool { return listener.PeerClosed(ex.facts.Request) }
+
 // getBody is the buffered body's http.Request.GetBody.
-func (ex *exchange) getBody() (io.ReadCloser, error) {
-	return io.NopCloser(bytes.NewReader(ex.buffered)), nil
+func (l *leg) getBody() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.buffered)), nil
 }

@@ -70,7 +70,7 @@ func TestUpstream429HoldsTheRoute(t *testing.T) {
 	if resp, body := g.Do(t, "GET", "/v1/esign_templates", ""); resp.StatusCode != 200 {
 		t.Errorf("another route during the hold: %d %s", resp.StatusCode, body)
 	}
-	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamThrottled.WithLabelValues("contacts.list")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Limits.UpstreamThrottled.WithLabelValues("contacts.list")); got != 1 {
 		t.Errorf("faxgate_upstream_throttled_total = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "contacts.list", "upstream_throttled")); got != 1 {
@@ -112,7 +112,7 @@ func TestUpstream429NotHonoured(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, body)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamThrottled.WithLabelValues("contacts.list")); got != 2 {
+	if got := testutil.ToFloat64(g.Metrics.Limits.UpstreamThrottled.WithLabelValues("contacts.list")); got != 2 {
 		t.Errorf("throttled = %v, want 2", got)
 	}
 }
@@ -152,7 +152,7 @@ upstream_budget:
 			t.Fatalf("ops request %d within its reserve: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	if got := testutil.ToFloat64(g.Metrics.Proxy.BudgetRefused.WithLabelValues("svc", "tenant")); got != 1 {
+	if got := testutil.ToFloat64(g.Metrics.Limits.BudgetRefused.WithLabelValues("svc", "tenant")); got != 1 {
 		t.Errorf("faxgate_upstream_budget_refused_total = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(g.Metrics.Limits.BudgetUsedRatio.WithLabelValues("tenant", "")); got != 1 {

@@ -35,22 +35,21 @@ func TestDeadlinesCancelAtTheTimeout(t *testing.T) {
 	d := newDeadlines(150 * time.Millisecond)
 	caller := context.WithValue(context.Background(), ctxKey{}, "v")
 	var a, b, c upstreamCtx
-	exA, exB := &exchange{}, &exchange{}
 	start := time.Now()
-	ca := d.begin(&a, caller, exA)
-	cb := d.begin(&b, caller, exB)
+	ca := d.begin(&a, caller)
+	cb := d.begin(&b, caller)
 	if dl, ok := ca.Deadline(); !ok || dl.Before(start.Add(150*time.Millisecond)) || dl.After(time.Now().Add(150*time.Millisecond)) {
 		t.Fatalf("Deadline() = %v, %v; want upstream.timeout from begin", dl, ok)
 	}
-	if exchangeFrom(ca) != exA || exchangeFrom(cb) != exB || ca.Value(ctxKey{}) != "v" {
-		t.Fatal("the context must carry its exchange and the caller's values")
+	if ca.Value(ctxKey{}) != "v" || cb.Value(ctxKey{}) != "v" {
+		t.Fatal("the context must carry the caller's values")
 	}
 	d.end(&b) // over before its deadline
 	if context.Cause(cb) != context.Canceled {
 		t.Fatalf("ended: cause %v, want Canceled", context.Cause(cb))
 	}
 	time.Sleep(50 * time.Millisecond)
-	cc := d.begin(&c, caller, &exchange{}) // begins 50ms later, so expires 50ms later
+	cc := d.begin(&c, caller) // begins 50ms later, so expires 50ms later
 	waitDone(t, ca, 2*time.Second)
 	if took := time.Since(start); took < 150*time.Millisecond {
 		t.Fatalf("cancelled after %v, before the 150ms timeout", took)
@@ -79,7 +78,7 @@ func TestDeadlinesFollowTheCaller(t *testing.T) {
 	for _, age := range []time.Duration{0, 5 * watchAfter} {
 		caller, leave := context.WithCancelCause(context.Background())
 		var c upstreamCtx
-		ctx := d.begin(&c, caller, &exchange{})
+		ctx := d.begin(&c, caller)
 		// Something derived from it, as the transport derives its own.
 		child, stop := context.WithCancel(ctx)
 		time.Sleep(age)
@@ -108,7 +107,7 @@ func TestDeadlinesEndStopsTheWatch(t *testing.T) {
 	d := newDeadlines(time.Minute)
 	caller, leave := context.WithCancel(context.Background())
 	var c upstreamCtx
-	ctx := d.begin(&c, caller, &exchange{})
+	ctx := d.begin(&c, caller)
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		d.mu.Lock()
@@ -145,7 +144,7 @@ func TestDeadlinesConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var c upstreamCtx
-			ctx := d.begin(&c, context.Background(), &exchange{})
+			ctx := d.begin(&c, context.Background())
 			if i%10 == 0 {
 				select {
 				case <-ctx.Done():
@@ -182,7 +181,7 @@ func TestDeadlinesCallerAlreadyGone(t *testing.T) {
 	gone := errors.New("caller gone")
 	leave(gone)
 	var c upstreamCtx
-	ctx := d.begin(&c, caller, &exchange{})
+	ctx := d.begin(&c, caller)
 	if ctx.Err() == nil || context.Cause(ctx) != gone {
 		t.Fatalf("err %v, cause %v: want cancelled with the caller's cause at once", ctx.Err(), context.Cause(ctx))
 	}
@@ -197,7 +196,7 @@ func TestDeadlinesWatchInBatches(t *testing.T) {
 	d.onFire = func() { fires.Add(1) }
 	cs := make([]upstreamCtx, 40)
 	for i := range cs {
-		d.begin(&cs[i], context.Background(), &exchange{})
+		d.begin(&cs[i], context.Background())
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(watchAfter + 3*watchGap)

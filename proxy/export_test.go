@@ -19,9 +19,10 @@ type AccessFields struct {
 }
 
 func (f AccessFields) exchange() *exchange {
-	ex := &exchange{id: f.ID, caller: f.Caller, route: f.Route, method: f.Method, code: f.Code,
-		status: f.Status, upstreamStatus: f.UpstreamStatus, elapsed: f.Elapsed, waited: f.Waited}
-	ex.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
+	ex := &exchange{id: f.ID, method: f.Method, code: f.Code, status: f.Status, elapsed: f.Elapsed}
+	ex.out.Caller, ex.out.Route, ex.out.Admission.Waited = f.Caller, f.Route, f.Waited
+	ex.leg.upstreamStatus = f.UpstreamStatus
+	ex.leg.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
 	ex.traceID, ex.spanID, ex.hasID = f.TraceID, f.SpanID, f.TraceID != [16]byte{}
 	return ex
 }

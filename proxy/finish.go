@@ -10,16 +10,16 @@ import (
 // finish is the observe stage, run whatever serve did: it writes the
 // access line, the audit line and the request metrics.
 func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
-	if ex.replay != nil {
+	if ex.leg.replay != nil {
 		// The forward has returned (or never ran): no first attempt reads
 		// the body any more, and no resend can start.
-		ex.replay.attemptDone()
-		ex.replay.done()
+		ex.leg.replay.attemptDone()
+		ex.leg.replay.done()
 	}
-	if ex.reserved != 0 {
+	if ex.leg.reserved != 0 {
 		// Counted until now: the handler is done with the body's copy (a
 		// resend still reading it holds it only a moment longer).
-		h.replay.release(ex.reserved)
+		h.replay.release(ex.leg.reserved)
 	}
 	status := w.status
 	if status == 0 {
@@ -29,7 +29,7 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	elapsed := now.Sub(ex.start)
 	pm := ex.pm
 	if pm == nil { // refused before the pair was looked up
-		pm = h.children.Load().pair(ex.caller, ex.route)
+		pm = h.children.Load().pair(ex.out.Caller, ex.out.Route)
 	}
 	pm.request(ex.method, status).Inc()
 	pm.duration.Observe(elapsed.Seconds())
@@ -45,7 +45,7 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 		ex.logField[0] = zap.Inline(accessLine{ex})
 		ce.Write(ex.logField[:]...)
 	}
-	if ex.auditRoute != "" {
+	if ex.out.AuditRoute != "" {
 		h.writeAudit(ex, status)
 	}
 	if ex.span != nil {

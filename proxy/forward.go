@@ -9,109 +9,137 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/policy/route"
 )
 
-// send forwards the request under upstream.timeout. The context it is
-// sent with, which the timeout and the caller leaving cancel, carries the
-// exchange for the transport. (Its own function: serve's many returns would
-// make the runtime run this defer the slow way, about 0.3 µs a request.)
-func (h *Handler) send(w *responseWriter, r *http.Request, ex *exchange) {
-	ctx := h.deadlines.begin(&ex.up, r.Context(), ex)
-	defer h.deadlines.end(&ex.up)
-	ex.deadline = ctx
-	h.forward(w, r, ex, ctx)
+// forward is the forward leg: it sends the request upstream under
+// upstream.timeout, tells upstream admission what the answer says about the
+// budget, and relays the answer. Its one way out is the result: nil when an
+// answer was relayed, or the refusal that how it failed earns
+// (failure.go). An answer that breaks off after its head aborts the
+// caller's connection instead (http.ErrAbortHandler), so that the caller
+// cannot take what it got for a whole answer.
+func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange) *route.Error {
+	l := &ex.leg
+	ctx := h.deadlines.begin(&l.up, r.Context())
+	defer h.deadlines.end(&l.up)
+	l.deadline = ctx
+	res, err := h.send(r, ex, ctx)
+	if err != nil {
+		return h.failed(ex, err)
+	}
+	h.observe(ex, res)
+	h.relay(w, r, ex, res)
+	return nil
 }
 
-// forward relays ex's request to the upstream and the upstream's answer to
-// w. It does what httputil.ReverseProxy did here: its hop-by-hop rules on
-// both legs, no Go User-Agent, upstream 1xx answers relayed, trailers
-// relayed, streamed answers flushed as they come, and a connection aborted
-// (http.ErrAbortHandler) when an answer breaks off after its head. It
-// leaves out what the gateway never used (Director, protocol upgrades,
-// X-Forwarded-For, flush intervals) and ReverseProxy's per-request copies:
-// the outgoing request is built once from what policy checked rather than
-// cloned from the caller's and trimmed, and the upstream's header values
-// move to the answer as they are rather than appended one by one. That is
-// about 3 µs and 9 allocations a request less (docs/performance.md).
-func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx context.Context) {
+// send builds the outgoing request from what policy checked and sends it
+// (transport.go: the token, and the resend after a 401). It does what
+// httputil.ReverseProxy did here: its hop-by-hop rules, no Go User-Agent,
+// upstream 1xx answers relayed. It leaves out what the gateway never used
+// (Director, protocol upgrades, X-Forwarded-For) and ReverseProxy's
+// per-request copies: the outgoing request is built once from what policy
+// checked rather than cloned from the caller's and trimmed. That is about
+// 3 µs and 9 allocations a request less (docs/performance.md).
+func (h *Handler) send(r *http.Request, ex *exchange, ctx context.Context) (*http.Response, error) {
+	l := &ex.leg
 	if r.ProtoAtLeast(1, 1) {
 		// RFC 9110 section 15.2: no 1xx to an HTTP/1.0 client. Without the
 		// hook, the transport reads past an upstream 1xx to the final answer.
-		ex.trace.Got1xxResponse = ex.got1xx
+		l.trace.Got1xxResponse = ex.got1xx
 	}
-	out := r.WithContext(httptrace.WithClientTrace(ctx, &ex.trace))
+	l.trace.GotConn = l.gotConn
+	out := r.WithContext(httptrace.WithClientTrace(ctx, &l.trace))
 	u := h.opts.Upstream
 	// A fresh URL holds only what the gateway decided: the resolved path
 	// under the upstream's base, and the query policy looked at.
-	ex.outURL = url.URL{Scheme: u.Scheme, Host: u.Host, Path: h.basePath + ex.target.Path, RawQuery: ex.target.RawQuery}
-	out.URL = &ex.outURL
+	l.outURL = url.URL{Scheme: u.Scheme, Host: u.Host, Path: h.basePath + ex.out.Target.Path, RawQuery: ex.out.Target.RawQuery}
+	out.URL = &l.outURL
 	out.Host = "" // from the URL
 	out.Close = false
 	// Request trailers carry nothing the upstream API uses, and would be
 	// headers no policy looked at.
 	out.Trailer = nil
-	out.Header = outgoingHeader(r.Header, ex.rules.IdentityHeader, ex.idHeader)
+	out.Header = outgoingHeader(r.Header, ex.rules.IdentityHeader, ex.idHeader[:])
 	switch {
 	case r.ContentLength == 0:
 		// No body: nil, so the transport may retry on a connection the
 		// upstream closed first.
 		out.Body = nil
-	case ex.memBody != nil && r.Body == ex.memBody:
+	case l.memBody != nil && r.Body == l.memBody:
 		// A body read whole, in a reader net/http knows to be in memory:
 		// head and body go upstream in one write(2). A resend gets a fresh
 		// reader from GetBody.
-		out.Body = ex.memBody
+		out.Body = l.memBody
 	default:
 		// The caller's body (or its resend copy) behind a Close that only
 		// marks it closed: the transport closes the body it was given when
 		// it fails, which must not close the caller's (a body awaiting
 		// 100-continue would hang), and nothing may read the caller's body
 		// once the handler is done.
-		ex.guard.rc = r.Body
-		out.Body = &ex.guard
-		defer ex.guard.Close()
+		l.guard.rc = r.Body
+		out.Body = &l.guard
+		defer l.guard.Close()
 	}
 
-	res, err := h.transport.RoundTrip(out)
-	ex.traceMu.Lock()
-	ex.roundTripDone = true
-	ex.traceMu.Unlock()
+	res, err := h.transport.roundTrip(out, ex)
+	l.traceMu.Lock()
+	l.roundTripDone = true
+	l.traceMu.Unlock()
 	if err != nil {
-		h.upstreamError(w, ex, err)
-		return
+		return nil, err
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// The gateway switches no protocol (docs/security.md).
 		res.Body.Close()
-		h.upstreamError(w, ex, errNotForwardable)
-		return
+		return nil, errNotForwardable
 	}
-	removeHopByHopHeaders(res.Header)
-	h.relayedResponse(ex, res)
+	return res, nil
+}
 
-	dst := w.Header()
-	for k, vs := range res.Header {
-		if old, ok := dst[k]; ok {
-			dst[k] = append(old[:len(old):len(old)], vs...)
-		} else {
-			dst[k] = vs
+// observe tells upstream admission what an answer says about the budget
+// (a 429 holds the route), and exports X-RateLimit-Remaining.
+func (h *Handler) observe(ex *exchange, res *http.Response) {
+	// The canonical key, looked up directly: Get would canonicalize
+	// "X-RateLimit-Remaining" into a new string on every response.
+	if vs := res.Header["X-Ratelimit-Remaining"]; len(vs) > 0 && vs[0] != "" {
+		if n, err := strconv.ParseInt(vs[0], 10, 64); err == nil && n >= 0 {
+			ex.pm.rateLimitRemaining().Set(float64(n))
 		}
 	}
+	if res.StatusCode == http.StatusTooManyRequests && h.opts.Admission != nil {
+		h.opts.Admission.Observe(ex.out.Route, &ex.rules.Upstream, res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
+
+// relay writes the upstream's answer to the caller: its head (scrubbed of
+// the token, hop-by-hop headers removed), its body through a pooled buffer,
+// flushed as it comes when streamed, and its trailers.
+func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *http.Response) {
+	l := &ex.leg
+	removeHopByHopHeaders(res.Header)
+	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
+	delete(res.Header, "X-Request-Id")
+	// An event stream goes out event by event (copyResponse), whatever its length.
+	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody && !isEventStream(res.Header) {
+		l.whole.rc = res.Body // in the exchange: no allocation per response
+		res.Body = &l.whole
+	}
+	dst := w.Header()
+	tok := l.token()
+	relayHeader(dst, res.Header, tok)
 	// The transport does not keep the Trailer header; announce what the
-	// upstream declared, but no trailer whose name holds the token (the
-	// transport's scrub saw values and names of headers, and the Trailer
-	// header's names only as res.Trailer's keys).
-	if ex.tok != nil {
-		tok := ex.tok.Value.Reveal()
-		for k := range res.Trailer {
-			if containsFold(k, tok) {
-				delete(res.Trailer, k)
-			}
+	// upstream declared, but no trailer whose name holds the token.
+	for k := range res.Trailer {
+		if containsFold(k, tok) {
+			delete(res.Trailer, k)
 		}
 	}
 	announced := len(res.Trailer)
@@ -134,50 +162,36 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange, ctx 
 		panic(http.ErrAbortHandler)
 	}
 	res.Body.Close() // now, so that res.Trailer is filled in
-	ex.trailers = len(res.Trailer) > 0
-	if ex.trailers {
+	l.trailers = len(res.Trailer) > 0
+	if l.trailers {
 		// A trailer forces chunking: net/http must not compute a
 		// Content-Length for a short body and drop the trailers.
 		_ = http.NewResponseController(w).Flush()
 	}
 	if len(res.Trailer) == announced {
-		copyHeader(dst, res.Trailer)
+		relayHeader(dst, res.Trailer, tok)
 		return
 	}
+	trailers := make(http.Header, len(res.Trailer))
 	for k, vs := range res.Trailer {
-		k = http.TrailerPrefix + k
-		for _, v := range vs {
-			dst.Add(k, v)
-		}
+		trailers[http.TrailerPrefix+k] = vs
 	}
-}
-
-// relayedResponse notes what the gateway learns from an upstream answer
-// and prepares it for relaying.
-func (h *Handler) relayedResponse(ex *exchange, res *http.Response) {
-	// The gateway's X-Request-Id, set on the response writer, is the one the caller sees.
-	delete(res.Header, "X-Request-Id")
-	h.observeUpstream(ex, res)
-	// An event stream goes out event by event (copyResponse), whatever its length.
-	if res.ContentLength > 0 && res.ContentLength <= copyBufSize && res.Body != http.NoBody && !isEventStream(res.Header) {
-		ex.whole.rc = res.Body // in the exchange: no allocation per response
-		res.Body = &ex.whole
-	}
+	relayHeader(dst, trailers, tok)
 }
 
 // got1xx relays an upstream 1xx answer (103 Early Hints) until the final
 // answer has come.
 func (ex *exchange) got1xx(code int, header textproto.MIMEHeader) error {
-	ex.traceMu.Lock()
-	defer ex.traceMu.Unlock()
-	if ex.roundTripDone {
+	ex.leg.traceMu.Lock()
+	defer ex.leg.traceMu.Unlock()
+	if ex.leg.roundTripDone {
 		return nil
 	}
 	h := ex.w.Header()
 	// The gateway's own headers (X-Request-Id, RateLimit-*) go out on the
 	// 1xx and stay for the final answer; the 1xx's own do not.
 	own := h.Clone()
-	copyHeader(h, http.Header(header))
+	relayHeader(h, http.Header(header), ex.leg.token())
 	ex.w.WriteHeader(code)
 	clear(h) // WriteHeader does not clear the map after a 1xx
 	maps.Copy(h, own)
@@ -200,7 +214,7 @@ func (h *Handler) copyResponse(w *responseWriter, res *http.Response) error {
 	for {
 		n, rerr := res.Body.Read(buf)
 		if rerr != nil && rerr != io.EOF && !errors.Is(rerr, context.Canceled) {
-			h.errlog.Info("upstream body read failed", zap.String("route", w.ex.route), zap.Error(rerr))
+			h.errlog.Info("upstream body read failed", zap.String("route", w.ex.out.Route), zap.Error(rerr))
 		}
 		if n > 0 {
 			k, werr := w.Write(buf[:n])
@@ -287,14 +301,32 @@ func outgoingHeader(in http.Header, identity string, requestID []string) http.He
 	return out
 }
 
-// copyHeader appends src's values to dst's, as ReverseProxy did for 1xx
-// heads and trailers.
-func copyHeader(dst, src http.Header) {
+// relayHeader is the one way an upstream header reaches the caller, for
+// the answer's head, a 1xx's and the trailers: src's fields are added to
+// dst's (ReverseProxy's copyHeader), except every field whose name or value
+// holds tok, the token sent upstream, so an upstream that echoes
+// credentials cannot hand them to a caller. The values move as they are
+// (a field dst lacks takes src's slice: no copy per value).
+func relayHeader(dst, src http.Header, tok string) {
 	for k, vs := range src {
-		for _, v := range vs {
-			dst.Add(k, v)
+		if tok != "" && (containsFold(k, tok) || anyContains(vs, tok)) {
+			continue
+		}
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old[:len(old):len(old)], vs...)
+		} else {
+			dst[k] = vs
 		}
 	}
+}
+
+func anyContains(vs []string, s string) bool {
+	for _, v := range vs {
+		if strings.Contains(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // guardedBody is the outgoing request's body: Close only marks it closed,
@@ -318,12 +350,18 @@ func (b *guardedBody) Close() error {
 	return nil
 }
 
-// traceState guards the 1xx relay against the final answer.
+// traceState guards the 1xx relay against the final answer, and notes
+// whether a connection to the upstream (or its proxy) was had: a request
+// that never had one certainly did not reach the upstream (failure.go).
 type traceState struct {
 	trace         httptrace.ClientTrace
 	traceMu       sync.Mutex
 	roundTripDone bool
+	connected     atomic.Bool
 }
+
+// gotConn is the trace's GotConn: a connection was obtained for an attempt.
+func (l *leg) gotConn(httptrace.GotConnInfo) { l.connected.Store(true) }
 
 // noUserAgent is the User-Agent value that makes net/http send none. It is
 // shared, and never written.

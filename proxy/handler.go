@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/metrics"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/limit"
@@ -37,13 +36,10 @@ type Options struct {
 	UpstreamTimeout   time.Duration
 	Metrics           *Metrics
 	Logger            *zap.Logger
-	// Holds is the table of routes held after an upstream 429
-	// (docs/upstream-budget.md); nil holds nothing.
-	Holds *limit.Holds
-	// Waitlist holds the requests waiting for their turn with
-	// upstream_budget.max_wait > 0 (docs/upstream-budget.md); nil refuses
-	// at once whatever max_wait says.
-	Waitlist *limit.Waitlist
+	// Admission is upstream admission (docs/upstream-budget.md): the
+	// Retry-After holds, the budget, waiting for a turn; it hears every
+	// upstream answer's word on the budget. nil admits every request.
+	Admission *limit.Upstream
 	// AccessLog, when set, writes the access lines in place of Logger
 	// (the same bytes, cheaper); nil writes them through Logger.
 	AccessLog *AccessLog
@@ -121,7 +117,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	m := h.opts.Metrics
 	m.Inflight.Inc()
 	defer m.Inflight.Dec()
-	ex := &exchange{start: time.Now(), caller: config.UnidentifiedCaller, route: "none", method: metrics.Method(r.Method)}
+	ex := &exchange{h: h, start: time.Now(), method: metrics.Method(r.Method)}
 	w := &ex.w
 	w.ResponseWriter, w.ex = rw, ex
 	if id := r.Header.Get("X-Request-Id"); validRequestID(id) && !h.holdsToken(id) {
@@ -130,120 +126,58 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		ex.id = h.ids.next()
 	}
 	// One read-only slice serves the response and the upstream request.
-	ex.idHeader = []string{ex.id}
-	w.Header()["X-Request-Id"] = ex.idHeader
-	// Who is calling is settled first: the trace of a request from a peer no
-	// caller matches does not follow that peer's traceparent (trace.go).
-	rules := h.rules.Load()
-	ex.rules = rules
-	name, _, identified := rules.Identifier.Identify(r)
-	if identified {
-		ex.caller = name
-	}
-	r = h.startTrace(r, ex, identified)
+	ex.idHeader[0] = ex.id
+	w.Header()["X-Request-Id"] = ex.idHeader[:]
+
+	// The request's facts, then who is calling: the trace of a request
+	// from a peer no caller matches does not follow that peer's
+	// traceparent (trace.go).
+	ex.rules = h.rules.Load()
+	ex.facts = policy.Facts{Request: r, Head: headRefusal(r, ex.method != "other"),
+		TooLarge: r.ContentLength > h.opts.MaxBodyBytes,
+		HasBody:  r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0}
+	ex.rules.Identify(&ex.facts, &ex.out)
+	r = h.startTrace(r, ex)
+	ex.facts.Request = r
 	defer h.finish(w, r, ex)
 
-	if ge := h.serve(w, r, ex, identified); ge != nil {
+	if ref := h.serve(w, r, ex); ref != nil {
 		h.readAuditBody(w, r, ex)
-		h.refuse(w, ex, ge)
+		h.answer(w, ex, ref)
 	}
 }
 
-// serve takes the request through its stages, in order, and forwards it; a
-// non-nil result is the refusal to answer with. The order of the refusals
-// is part of the gateway's answers: a request that fails two checks is
-// answered for the first.
-func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange, identified bool) *gatewayError {
-	rules, name := ex.rules, ex.caller
-
-	// Identify (ServeHTTP) and route. Who is calling and which route the
-	// path names are settled before any refusal, so that every refusal of a
-	// request to a sensitive route is audited with its caller and route
-	// (docs/logs.md, Audit lines).
-	tgt, perr := rules.Resolve(r.Method, r.RequestURI)
-	if perr == nil {
-		ex.target, ex.route = tgt, tgt.Route
-		if base := rules.Policy.Base(tgt.Route); base.Sensitive {
-			ex.auditRoute = tgt.Route
-			ex.auditIDs = policy.AuditCarriesIDs(tgt.Route, base)
+// serve takes the request through its stages: the decisions (route, what
+// the head earns, policy, rate limit: policy.Rules.Decide), the body once
+// they allow it, what the body earns (confirmation, upstream admission:
+// Decide again), then the gateway's own answer or the forward. A non-nil
+// result is the refusal to answer with; serve's caller is the one place
+// that answers it (answer.go).
+func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *route.Error {
+	out := &ex.out
+	ex.rules.Decide(r.Context(), &ex.facts, h.opts.Admission, out)
+	if out.NeedBody {
+		if ref := ex.prepareBody(out.ReadWhole()); ref != nil {
+			out.Refusal = ref
+		} else {
+			ex.rules.Decide(r.Context(), &ex.facts, h.opts.Admission, out)
 		}
 	}
-
-	// Pre-checks: what the head alone earns (precheck.go), then the
-	// caller's identity and the route's resolution.
-	if ge := headRefusal(r, ex.method != "other"); ge != nil {
-		if ge != errMethod {
-			// The head's framing or size is in doubt: nothing more is
-			// read from this connection.
-			w.Header().Set("Connection", "close")
-		}
-		return ge
+	if out.Rated {
+		// Every answer reports the caller's quota, refused or not.
+		setRateLimitHeaders(w.Header(), out.Rate)
 	}
-	if !identified {
-		return errUnidentified
+	if out.Refusal != nil {
+		return out.Refusal
 	}
-	if perr != nil {
-		return policyRefusal(perr)
-	}
-	if tgt.Route == route.RouteAuth {
-		return h.auth(w, r, ex) // answered here, never forwarded (local.go)
-	}
-
-	// Policy: the caller's allow list, then the route's method.
-	ex.decision = rules.Policy.Decide(name, tgt.Route)
-	if !ex.decision.Allowed {
-		return forbidden(name, tgt.Route)
-	}
-	if !tgt.MethodOK {
-		return routeMethod(tgt.Route)
+	if out.Local {
+		h.auth(w) // POST /v1/auth with the shim: answered here, never forwarded (local.go)
+		return nil
 	}
 	// No protocol switch passes the gateway (docs/security.md): Upgrade is
 	// removed, so the forward never attempts one and the request is served
 	// as the plain HTTP it also is (curl --http2 offers h2c on every request).
 	delete(r.Header, "Upgrade")
-
-	// Limit: the caller's rate (ratelimit.go).
-	if ge := h.rateLimit(w, r, ex); ge != nil {
-		return ge
-	}
-
-	// Body: one known to be too large is refused unread; a confirmed
-	// route's headers are checked before its body is read, so that a body
-	// the upstream would not read as the checked JSON is never read; then
-	// the body is read whole or set to stream (body.go).
-	if r.ContentLength > h.opts.MaxBodyBytes {
-		w.Header().Set("Connection", "close")
-		return errBodyTooLarge
-	}
-	if ex.decision.Confirm {
-		if perr := policy.CheckConfirmHeaders(r.Header); perr != nil {
-			return policyRefusal(perr)
-		}
-	}
-	if ge := h.prepareBody(w, r, ex); ge != nil {
-		return ge
-	}
-
-	// Confirm: policy.confirm on the body read (local.go).
-	if ex.decision.Confirm {
-		if ge := h.confirm(r, ex); ge != nil {
-			return ge
-		}
-	}
-
-	// Budget admission: the upstream's limits, shared among callers (budget.go).
-	if ge := h.admitUpstream(w, r, ex); ge != nil {
-		return ge
-	}
-
-	// Forward (forward.go).
-	ex.pm = h.children.Load().pair(ex.caller, ex.route)
-	h.send(w, r, ex)
-	if ex.trailers && ex.tok != nil {
-		// Trailers are still to be sent from this map: an upstream's echo of
-		// the token goes like its header echo does. (The headers were
-		// scrubbed as they came, in the transport.)
-		scrubResponseHeaders(w.Header(), ex.tok.Value.Reveal())
-	}
-	return nil
+	ex.pm = h.children.Load().pair(out.Caller, out.Route)
+	return h.forward(w, r, ex)
 }

@@ -78,7 +78,7 @@ func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handl
 	done := make(chan struct{})
 	go func() { defer close(done); tokens.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	rules, err := policy.Compile(cfg, time.Now)
+	rules, err := policy.Compile(cfg.RuleSections(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,17 +26,8 @@ type Metrics struct {
 	// Upstream401Unretried counts 401s relayed because the body could not be
 	// resent (streamed without a copy); route.
 	Upstream401Unretried       *prometheus.CounterVec
-	UpstreamThrottled          *prometheus.CounterVec // route: upstream 429s seen
-	UpstreamRateLimitRemaining *prometheus.GaugeVec   // route: the last X-RateLimit-Remaining
-	BudgetRefused              *prometheus.CounterVec // caller, limit
-	// BudgetWait is the time waited by requests then admitted; caller.
-	BudgetWait *prometheus.HistogramVec
+	UpstreamRateLimitRemaining *prometheus.GaugeVec // route: the last X-RateLimit-Remaining
 }
-
-// waitBuckets span a wait for the next slot of a busy window (tens of
-// milliseconds) to the longest max_wait a default drain allows (30 s) and
-// beyond.
-var waitBuckets = []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120}
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
 // upstream timeout's order of magnitude, where fax uploads of several MB live.
@@ -79,27 +70,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_401_unretried_total",
 			Help: "Upstream 401s relayed to the caller without a resend, because the request body streamed without a copy (over server.resend_buffer_bytes or 1 MiB), by route.",
 		}, []string{"route"}),
-		UpstreamThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faxgate_upstream_throttled_total",
-			Help: "Upstream 429 answers seen, by route; each one, with upstream_budget.honor_retry_after, holds the route.",
-		}, []string{"route"}),
 		UpstreamRateLimitRemaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faxgate_upstream_ratelimit_remaining",
 			Help: "The last X-RateLimit-Remaining the upstream sent on a route.",
 		}, []string{"route"}),
-		BudgetRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "faxgate_upstream_budget_refused_total",
-			Help: "Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.",
-		}, []string{"caller", "limit"}),
-		BudgetWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "faxgate_upstream_budget_wait_seconds",
-			Help:    "Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.",
-			Buckets: waitBuckets,
-		}, []string{"caller"}),
 	}
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
-		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamThrottled, m.UpstreamRateLimitRemaining, m.BudgetRefused,
-		m.BudgetWait)
+		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamRateLimitRemaining)
 	return m
 }
 
@@ -118,8 +95,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 //
 //	faxgate_denied_total{caller,route,reason}          (C+1)·S  (one reason per caller and sensitive route)
 //	faxgate_rate_limited_total{caller}                 C
-//	faxgate_upstream_throttled_total{route}            R
 //	faxgate_upstream_401_retries_total{route}          R
+//
+// and upstream admission's (limit.Metrics.StartSeries), with L
+// upstream_budget limits:
+//
+//	faxgate_upstream_throttled_total{route}            R
 //	faxgate_upstream_budget_refused_total{caller,limit} C·L
 //	faxgate_upstream_budget_wait_seconds{caller}       C histograms, with upstream_budget.max_wait > 0
 //
@@ -136,7 +117,6 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		if name == route.RouteAuth { // answered by the gateway, never forwarded
 			continue
 		}
-		m.UpstreamThrottled.WithLabelValues(name)
 		m.Upstream401Retries.WithLabelValues(name)
 		// The sensitive routes (FaxgateSensitiveRouteDenied and its panel
 		// select numbers.delete, sensitive by default): for each caller the
@@ -157,11 +137,5 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 	}
 	for _, c := range callers {
 		m.RateLimited.WithLabelValues(c)
-		for _, l := range r.BudgetLimits {
-			m.BudgetRefused.WithLabelValues(c, l)
-		}
-		if r.MaxWait > 0 {
-			m.BudgetWait.WithLabelValues(c)
-		}
 	}
 }

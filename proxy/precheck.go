@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/faxgate/faxgate/policy/route"
+
 	"github.com/faxgate/faxgate/proxy/listener"
 )
 
@@ -18,7 +20,7 @@ import (
 //
 // readAuditBody passes methodOK true: for it only the other checks count,
 // since a refused method leaves the body's framing sound.
-func headRefusal(r *http.Request, methodOK bool) *gatewayError {
+func headRefusal(r *http.Request, methodOK bool) *route.Error {
 	v := listener.VerdictOf(r)
 	if v.StandIn() {
 		return standInRefusal(v)
@@ -39,7 +41,7 @@ func headRefusal(r *http.Request, methodOK bool) *gatewayError {
 }
 
 // standInRefusal is the answer to a head the listener refused outright.
-func standInRefusal(v listener.Verdict) *gatewayError {
+func standInRefusal(v listener.Verdict) *route.Error {
 	switch v {
 	case listener.HeadTooLarge:
 		return errHeadersTooLarge

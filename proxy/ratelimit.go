@@ -10,22 +10,6 @@ import (
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
-// rateLimit is the limit stage: the caller's rate limit, when one is set,
-// whose quota every answer reports, refused or not.
-func (h *Handler) rateLimit(w *responseWriter, r *http.Request, ex *exchange) *gatewayError {
-	lim := ex.rules.Limiter
-	if lim == nil {
-		return nil
-	}
-	res := lim.Allow(r.Context(), ex.caller)
-	setRateLimitHeaders(w.Header(), res)
-	if !res.Allowed {
-		h.opts.Metrics.RateLimited.WithLabelValues(ex.caller).Inc()
-		return rateLimited(ex.caller)
-	}
-	return nil
-}
-
 // setRateLimitHeaders reports the caller's quota on every response, allowed
 // or limited (RateLimit-* of the IETF draft, Retry-After when limited).
 // Durations are whole seconds, rounded up, so a client that waits that long

@@ -1,13 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
 	"strconv"
-	"time"
 	"unsafe"
-
-	"github.com/faxgate/faxgate/policy/limit"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -91,11 +87,11 @@ func (t *traceIDs) idStrings() (trace, span string) {
 // ID on the log lines); with tracing on it starts the SERVER span, as a
 // child of a valid traceparent, and returns r with the span in its context.
 //
-// A request from a peer that no caller matches (identified false) is a
-// trace of its own, sampled at sample_ratio whatever its traceparent says:
+// A request from a peer that no caller matches (policy.Outcome.Identified
+// false) is a trace of its own, sampled at sample_ratio whatever its traceparent says:
 // an anonymous client must not force spans into the export queue, nor
 // hang them on somebody else's trace (docs/tracing.md#sampling).
-func (h *Handler) startTrace(r *http.Request, ex *exchange, identified bool) *http.Request {
+func (h *Handler) startTrace(r *http.Request, ex *exchange) *http.Request {
 	if h.tracer == nil {
 		if vs := r.Header["Traceparent"]; len(vs) == 1 {
 			ex.traceID, ex.hasID = tracing.ParseTraceparent(vs[0])
@@ -103,7 +99,7 @@ func (h *Handler) startTrace(r *http.Request, ex *exchange, identified bool) *ht
 		return r
 	}
 	ctx := r.Context()
-	if identified {
+	if ex.out.Identified {
 		ctx = traceContext.Extract(ctx, headerCarrier(r.Header))
 	}
 	// The name is settled in endTrace, once the route is known; the
@@ -123,19 +119,19 @@ func (h *Handler) endTrace(ex *exchange, status int) {
 		span.End()
 		return
 	}
-	span.SetName(ex.method + " " + ex.route)
+	span.SetName(ex.method + " " + ex.out.Route)
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs,
 		attribute.String("http.request.method", ex.method),
 		attribute.Int("http.response.status_code", status),
-		tracing.Caller.String(ex.caller))
+		tracing.Caller.String(ex.out.Caller))
 	if tmpl := routeTemplate(ex); tmpl != "" {
 		attrs = append(attrs, attribute.String("http.route", tmpl))
 	}
 	if ex.code != "" {
 		attrs = append(attrs, tracing.Error.String(ex.code))
 	}
-	if ex.auditRoute != "" {
+	if ex.out.AuditRoute != "" {
 		decision, _ := auditDecision(ex)
 		attrs = append(attrs, tracing.Decision.String(decision))
 	}
@@ -153,10 +149,10 @@ func (h *Handler) endTrace(ex *exchange, status int) {
 // routeTemplate is the path template of ex's route, "" when the request
 // resolved to no route of the table (unmatched, or refused before).
 func routeTemplate(ex *exchange) string {
-	if ex.rules == nil || ex.target.Route == "" {
+	if ex.rules == nil || ex.out.Target.Route == "" {
 		return ""
 	}
-	return ex.rules.Table.Template(ex.target.Route)
+	return ex.rules.Table.Template(ex.out.Target.Route)
 }
 
 // startAttempt is called just before an upstream attempt (resend: 0 for
@@ -219,45 +215,4 @@ func endAttempt(span trace.Span, resp *http.Response, err error) {
 		}
 	}
 	span.End()
-}
-
-// traceBudgetWait records the wait of a request that waited for the
-// upstream budget (docs/upstream-budget.md, Waiting instead of refusing) as
-// a "budget.wait" span under the request's: its cause is what refused it
-// last ("hold" for a Retry-After hold, "budget" for a limit's window, or
-// "queued" when it only waited behind earlier waiters), its outcome
-// "admitted", "refused" or "caller_gone".
-func (h *Handler) traceBudgetWait(ctx context.Context, waited time.Duration, refusedBy, out limit.Outcome, gone bool) {
-	cause := "queued"
-	switch {
-	case refusedBy.Throttled:
-		cause = "hold"
-	case refusedBy.Limit != "":
-		cause = "budget"
-	}
-	outcome := "refused"
-	switch {
-	case out.Allowed:
-		outcome = "admitted"
-	case gone:
-		outcome = "caller_gone"
-	}
-	h.recordBudgetWait(ctx, time.Now(), waited, cause, refusedBy.Limit, outcome)
-}
-
-// recordBudgetWait records, after the fact, a wait that happened: end is
-// when the wait ended, waited how long it took. It records nothing for
-// waited <= 0, with tracing off, or for an unsampled request.
-func (h *Handler) recordBudgetWait(ctx context.Context, end time.Time, waited time.Duration, cause, limit, outcome string) {
-	if waited <= 0 || h.tracer == nil || !trace.SpanFromContext(ctx).IsRecording() {
-		return
-	}
-	_, span := h.tracer.Start(ctx, "budget.wait", trace.WithTimestamp(end.Add(-waited)))
-	attrs := []attribute.KeyValue{attribute.String("faxgate.wait.cause", cause),
-		tracing.Result.String(outcome), attribute.Float64("faxgate.wait.seconds", waited.Seconds())}
-	if limit != "" {
-		attrs = append(attrs, tracing.Limit.String(limit))
-	}
-	span.SetAttributes(attrs...)
-	span.End(trace.WithTimestamp(end))
 }

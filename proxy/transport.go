@@ -25,39 +25,39 @@ type authTransport struct {
 	tracer  trace.Tracer // nil when tracing is off (trace.go)
 }
 
-func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ex := exchangeFrom(req.Context())
+// roundTrip sends req, the outgoing request of ex, with the current token.
+// The answer's headers still hold whatever the upstream sent: the relay
+// scrubs the token from them (relayHeader).
+func (t *authTransport) roundTrip(req *http.Request, ex *exchange) (*http.Response, error) {
+	l := &ex.leg
 	tok, err := t.tokens.Token(req.Context())
 	if err != nil {
-		if ex.up.caller != nil && ex.up.caller.Err() != nil {
-			// The caller left while the token was awaited: a 499 like any
-			// other departure, not token_unavailable, or the token alerts
-			// would fire on callers' impatience.
-			return nil, err
-		}
-		ex.fail = errTokenUnavailable
+		// A caller that left while the token was awaited is a departure
+		// like any other (failure.go), not token_unavailable, or the
+		// token alerts would fire on callers' impatience.
+		l.noToken = l.up.caller == nil || l.up.caller.Err() == nil
 		return nil, errNoToken
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
-	ex.tok = tok
+	l.tok = tok
 	span := t.startAttempt(req, ex, 0)
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	endAttempt(span, resp, err)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.target.Route != route.RouteAuth {
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.out.Target.Route != route.RouteAuth {
 		if t.tokens.Invalidate(tok) {
 			resent := false
 			if replayable(req) {
-				var r2 roundTripResult
-				var tok2 *tokencache.Token
-				if r2, tok2, resent = t.resend(req, resp, ex); resent {
-					resp, err, tok = r2.resp, r2.err, tok2
+				var r2 *http.Response
+				var err2 error
+				if r2, err2, resent = t.resend(req, resp, ex); resent {
+					resp, err = r2, err2
 				}
 			}
 			if !resent {
 				// The body streamed without a copy (over the resend
 				// memory, or too large): the 401 goes to the caller.
-				t.metrics.Upstream401Unretried.WithLabelValues(ex.route).Inc()
+				t.metrics.Upstream401Unretried.WithLabelValues(ex.out.Route).Inc()
 			}
 		}
 	}
@@ -65,27 +65,22 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex.upstreamStatus = resp.StatusCode
-	scrubResponseHeaders(resp.Header, tok.Value.Reveal())
+	l.upstreamStatus = resp.StatusCode
 	return resp, nil
 }
 
-type roundTripResult struct {
-	resp *http.Response
-	err  error
-}
-
-// resend repeats req once with a fresh token. ok=false keeps the original 401.
-func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exchange) (roundTripResult, *tokencache.Token, bool) {
+// resend repeats req once with a fresh token. resent=false keeps the
+// original 401.
+func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exchange) (_ *http.Response, _ error, resent bool) {
 	tok, err := t.tokens.Token(req.Context())
 	if err != nil {
-		return roundTripResult{}, nil, false
+		return nil, nil, false
 	}
 	r2 := req.Clone(req.Context())
 	if req.GetBody != nil {
 		body, err := req.GetBody()
 		if err != nil {
-			return roundTripResult{}, nil, false
+			return nil, nil, false
 		}
 		r2.Body = body
 	}
@@ -93,12 +88,12 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 	_, _ = io.CopyN(io.Discard, first.Body, 4<<10)
 	first.Body.Close()
 	r2.Header["Authorization"] = tok.HeaderValues()
-	ex.tok = tok
-	t.metrics.Upstream401Retries.WithLabelValues(ex.route).Inc()
+	ex.leg.tok = tok
+	t.metrics.Upstream401Retries.WithLabelValues(ex.out.Route).Inc()
 	span := t.startAttempt(r2, ex, 1)
 	resp, err := t.next.RoundTrip(r2)
 	endAttempt(span, resp, err)
-	return roundTripResult{resp, err}, tok, true
+	return resp, err, true
 }
 
 // replayable reports whether req's body can be sent again.

@@ -17,11 +17,6 @@ type responseWriter struct {
 }
 
 func (w *responseWriter) WriteHeader(code int) {
-	if code < 200 && !w.wroteHeader && w.ex.tok != nil {
-		// The forward relays an upstream 1xx by copying its headers here
-		// (got1xx): scrub them like any upstream header.
-		scrubResponseHeaders(w.Header(), w.ex.tok.Value.Reveal())
-	}
 	if !w.wroteHeader && code >= 200 {
 		w.wroteHeader = true
 		w.status = code

@@ -136,7 +136,7 @@ func TestCheckRefusesWhatServeRefuses(t *testing.T) {
 				if err := yaml.Unmarshal(data, &cfg); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := policy.Compile(&cfg, time.Now); err == nil {
+				if _, err := policy.Compile(cfg.RuleSections(), time.Now); err == nil {
 					t.Fatalf("policy.Compile accepts this file; the case no longer covers one of its errors")
 				}
 			case tc.start:

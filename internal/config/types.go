@@ -91,6 +91,26 @@ type ACME struct {
 	HTTPListen string `yaml:"http_listen"`
 }
 
+// RuleSections are the sections that decide what a caller may do and how
+// fast: the ones a reload replaces at once, compiled together into the
+// rules of the request path.
+type RuleSections struct {
+	Callers        Callers
+	Policy         Policy
+	Routes         Routes
+	RateLimit      RateLimit
+	UpstreamBudget UpstreamBudget
+	// KeyPrefix is redis.key_prefix, under which shared limits and
+	// budget windows live.
+	KeyPrefix string
+}
+
+// RuleSections returns c's rule sections.
+func (c *Config) RuleSections() RuleSections {
+	return RuleSections{Callers: c.Callers, Policy: c.Policy, Routes: c.Routes, RateLimit: c.RateLimit,
+		UpstreamBudget: c.UpstreamBudget, KeyPrefix: c.Redis.KeyPrefix}
+}
+
 // Admin is the admin listener (/metrics, /healthz, /readyz).
 type Admin struct {
 	// Listen is the admin address. Default "127.0.0.1:9090".

@@ -53,8 +53,11 @@ type BudgetDecision struct {
 // and reports the windows for GET /budget.
 type Budget interface {
 	// Admit decides one request of caller to route and, when it is
-	// admitted, counts it. ctx bounds a wait for a shared store.
-	Admit(ctx context.Context, caller, route string) BudgetDecision
+	// admitted, counts it. In the windows whose pool queue reserveOnly
+	// names (PoolKey) it may use its own reserve only: others already wait
+	// there for the unreserved pool, and it must not overtake them
+	// (wait.go). ctx bounds a wait for a shared store.
+	Admit(ctx context.Context, caller, route string, reserveOnly []string) BudgetDecision
 	// Status reports every window with entries.
 	Status(ctx context.Context) BudgetStatus
 }
@@ -171,6 +174,17 @@ func (l *budgetLimit) capOf(caller string) int {
 	return l.n
 }
 
+// closedTo reports whether window r's pool is closed to this request:
+// reserveOnly names its pool queue.
+func (l *budgetLimit) closedTo(r string, reserveOnly []string) bool {
+	for _, k := range reserveOnly {
+		if k == PoolKey(l.name, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // callerView is what a window's counts mean for one caller.
 func (l *budgetLimit) callerView(caller string, counts map[string]int) CallerWindow {
 	u, r := counts[caller], l.reserve[caller]
@@ -191,17 +205,28 @@ func (l *budgetLimit) poolUsed(counts map[string]int) int {
 	return p
 }
 
-// NewBudget builds the budget of cfg.upstream_budget; nil when it has no
-// limits, so that a request costs nothing then. With rate_limit.backend:
-// redis and d.Redis, the windows are shared by the fleet; otherwise they are
-// this replica's at requests / replicas_hint. prev, the budget in force
-// before a reload (nil at start), hands its local windows over. routes are
-// the route names GET /budget reports route-scope windows for.
-func NewBudget(cfg *config.Config, routes []string, now func() time.Time, d Deps, prev Budget) Budget {
-	if len(cfg.UpstreamBudget.Limits) == 0 {
+// BudgetConfig is what a budget is built from: the upstream_budget section,
+// whether the windows are shared through Redis (rate_limit.backend: redis),
+// rate_limit.replicas_hint, redis.key_prefix, and the route names GET
+// /budget reports route-scope windows for.
+type BudgetConfig struct {
+	Budget       config.UpstreamBudget
+	Shared       bool
+	ReplicasHint int
+	KeyPrefix    string
+	Routes       []string
+}
+
+// NewBudget builds the budget of c; nil when it has no limits, so that a
+// request costs nothing then. With c.Shared and d.Redis, the windows are
+// shared by the fleet; otherwise they are this replica's at requests /
+// replicas_hint. prev, the budget in force before a reload (nil at start),
+// hands its local windows over.
+func NewBudget(c BudgetConfig, now func() time.Time, d Deps, prev Budget) Budget {
+	if len(c.Budget.Limits) == 0 {
 		return nil
 	}
-	hint := max(1, cfg.RateLimit.ReplicasHint)
+	hint := max(1, c.ReplicasHint)
 	var prevLocal *LocalBudget
 	switch p := prev.(type) {
 	case *LocalBudget:
@@ -209,16 +234,16 @@ func NewBudget(cfg *config.Config, routes []string, now func() time.Time, d Deps
 	case *RedisBudget:
 		prevLocal = p.local
 	}
-	if cfg.RateLimit.Backend != "redis" || d.Redis == nil {
-		local := newLocalBudget(compileLimits(cfg.UpstreamBudget, hint), now, d.Metrics)
+	if !c.Shared || d.Redis == nil {
+		local := newLocalBudget(compileLimits(c.Budget, hint), now, d.Metrics)
 		if prevLocal != nil {
 			local.inherit(prevLocal)
 		}
 		return local
 	}
 	rb := NewRedisBudget(RedisBudgetOptions{
-		Client: d.Redis, KeyPrefix: cfg.Redis.KeyPrefix, Budget: cfg.UpstreamBudget, ReplicasHint: hint,
-		Now: now, Timeout: d.Timeout, Metrics: d.Metrics, Logger: d.Logger, Routes: routes, Tracer: d.Tracer,
+		Client: d.Redis, KeyPrefix: c.KeyPrefix, Budget: c.Budget, ReplicasHint: hint,
+		Now: now, Timeout: d.Timeout, Metrics: d.Metrics, Logger: d.Logger, Routes: c.Routes, Tracer: d.Tracer,
 	})
 	if _, wasShared := prev.(*RedisBudget); wasShared && prevLocal != nil {
 		rb.local.inherit(prevLocal)

@@ -91,10 +91,11 @@ func (w *window) used() int { return len(w.entries) - w.head }
 // check decides c in one window; when refused, retry is how long until a
 // slot this caller may use frees, and byCap says that the caller's cap, not
 // the pool, sets that time.
-func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, retry time.Duration, byCap bool) {
+// With closed, the caller may use its reserve only, not the pool.
+func (l *budgetLimit) check(w *window, caller string, now time.Time, closed bool) (ok bool, retry time.Duration, byCap bool) {
 	u := w.counts[caller]
 	capped := u >= l.capOf(caller)
-	pooled := u >= l.reserve[caller] && l.poolUsed(w.counts) >= l.pool
+	pooled := u >= l.reserve[caller] && (closed || l.poolUsed(w.counts) >= l.pool)
 	if !capped && !pooled {
 		return true, 0, false
 	}
@@ -132,7 +133,7 @@ func (l *budgetLimit) check(w *window, caller string, now time.Time) (ok bool, r
 }
 
 // Admit implements Budget.
-func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecision {
+func (b *LocalBudget) Admit(_ context.Context, caller, route string, reserveOnly []string) BudgetDecision {
 	b.store.mu.Lock()
 	defer b.store.mu.Unlock()
 	// The clock is read under the lock, so a window's entries stay in time
@@ -155,7 +156,7 @@ func (b *LocalBudget) Admit(_ context.Context, caller, route string) BudgetDecis
 			b.store.windows[k] = w
 		}
 		w.trim(now, l.per)
-		if ok, retry, byCap := l.check(w, caller, now); !ok {
+		if ok, retry, byCap := l.check(w, caller, now, len(reserveOnly) > 0 && l.closedTo(r, reserveOnly)); !ok {
 			if d.Allowed || retry > d.RetryAfter {
 				d = BudgetDecision{Limit: l.name, RetryAfter: retry, Window: r, Capped: byCap}
 			}

@@ -53,8 +53,8 @@ local pers = {}
 local function owner(m) return string.match(m, '^(.*)|') end
 for w = 1, nw do
   local z, h = KEYS[2*w-1], KEYS[2*w]
-  local per, n, pool, res, cap, k = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4]), tonumber(ARGV[a+5])
-  a = a + 6
+  local per, n, pool, res, cap, closed, k = tonumber(ARGV[a]), tonumber(ARGV[a+1]), tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4]), tonumber(ARGV[a+5]), tonumber(ARGV[a+6])
+  a = a + 7
   local reserve = {}
   for j = 1, k do reserve[ARGV[a]] = tonumber(ARGV[a+1]); a = a + 2 end
   pers[w] = per
@@ -75,7 +75,7 @@ for w = 1, nw do
     within = within + math.min(u, r)
   end
   local capped = mine >= cap
-  local pooled = mine >= (reserve[caller] or 0) and (total - within) >= pool
+  local pooled = mine >= (reserve[caller] or 0) and (closed == 1 or (total - within) >= pool)
   if capped or pooled then
     local wr = per
     local wc = capped and cap < n
@@ -213,20 +213,20 @@ func (b *RedisBudget) keys(l *budgetLimit, route string) (z, h string) {
 }
 
 // Admit implements Budget: one script, or the local fallback.
-func (b *RedisBudget) Admit(ctx context.Context, caller, route string) BudgetDecision {
+func (b *RedisBudget) Admit(ctx context.Context, caller, route string, reserveOnly []string) BudgetDecision {
 	return decideShared(&b.redis, ctx, b.now(), b.fallbk,
-		func(ctx context.Context) (BudgetDecision, error) { return b.decide(ctx, caller, route) },
-		func() BudgetDecision { return b.local.Admit(ctx, caller, route) },
+		func(ctx context.Context) (BudgetDecision, error) { return b.decide(ctx, caller, route, reserveOnly) },
+		func() BudgetDecision { return b.local.Admit(ctx, caller, route, reserveOnly) },
 		// The caller went away: nothing will be forwarded, so nothing is
 		// counted anywhere.
 		func() BudgetDecision { return BudgetDecision{Limit: "none", RetryAfter: time.Second} })
 }
 
-func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetDecision, error) {
+func (b *RedisBudget) decide(ctx context.Context, caller, route string, reserveOnly []string) (BudgetDecision, error) {
 	var applied []*budgetLimit
 	var routes []string
 	keys := make([]string, 0, 2*len(b.limits))
-	args := make([]any, 0, 3+8*len(b.limits))
+	args := make([]any, 0, 3+9*len(b.limits))
 	args = append(args, caller, b.idPrefix+strconv.FormatUint(b.seq.Add(1), 36), 0)
 	for _, l := range b.limits {
 		r, ok := l.windowRoute(route)
@@ -235,7 +235,11 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string) (BudgetD
 		}
 		z, h := b.keys(l, r)
 		keys = append(keys, z, h)
-		args = append(args, l.per.Microseconds(), l.n, l.pool, l.reserve[caller], l.capOf(caller), len(l.reserved))
+		closed := 0
+		if len(reserveOnly) > 0 && l.closedTo(r, reserveOnly) {
+			closed = 1
+		}
+		args = append(args, l.per.Microseconds(), l.n, l.pool, l.reserve[caller], l.capOf(caller), closed, len(l.reserved))
 		for _, c := range l.reserved {
 			args = append(args, c, l.reserve[c])
 		}

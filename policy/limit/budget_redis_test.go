@@ -59,10 +59,10 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if rep.b.Admit(ctx, "batch", "contacts.list").Allowed {
+				if rep.b.Admit(ctx, "batch", "contacts.list", nil).Allowed {
 					batch.Add(1)
 				}
-				if i == 0 && rep.b.Admit(ctx, "intake", "contacts.list").Allowed {
+				if i == 0 && rep.b.Admit(ctx, "intake", "contacts.list", nil).Allowed {
 					intake.Add(1)
 				}
 			}
@@ -78,7 +78,7 @@ func TestRedisBudgetSharesReservesAcrossReplicas(t *testing.T) {
 	if n, decisions := redistest.ScriptRuns(t, r.Client(t)), int64(3*20+20); n != decisions {
 		t.Errorf("Redis ran the script %d times for %d decisions, want one each", n, decisions)
 	}
-	d := reps[1].b.Admit(ctx, "batch", "contacts.list")
+	d := reps[1].b.Admit(ctx, "batch", "contacts.list", nil)
 	if d.Allowed || d.Limit != "tenant" || d.RetryAfter < 50*time.Second || d.RetryAfter > time.Minute {
 		t.Errorf("batch over its share: %+v, want refused by tenant with a Retry-After just under 1m", d)
 	}
@@ -107,7 +107,7 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 	admitted := 0
 	var last limit.BudgetDecision
 	for range 8 {
-		if last = rep.b.Admit(ctx, "batch", "faxes.send"); last.Allowed {
+		if last = rep.b.Admit(ctx, "batch", "faxes.send", nil); last.Allowed {
 			admitted++
 		}
 	}
@@ -115,11 +115,11 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 		t.Fatalf("batch capped at 5: %d admitted, last %+v", admitted, last)
 	}
 	// An unmatched path counts in no route window.
-	if !rep.b.Admit(ctx, "batch", "unmatched").Allowed {
+	if !rep.b.Admit(ctx, "batch", "unmatched", nil).Allowed {
 		t.Error("unmatched refused by a route limit")
 	}
 	time.Sleep(last.RetryAfter + 50*time.Millisecond)
-	if d := rep.b.Admit(ctx, "batch", "faxes.send"); !d.Allowed {
+	if d := rep.b.Admit(ctx, "batch", "faxes.send", nil); !d.Allowed {
 		t.Errorf("refused after waiting its Retry-After: %+v", d)
 	}
 }
@@ -136,7 +136,7 @@ func TestRedisBudgetFallsBackAndRecovers(t *testing.T) {
 	admitted := 0
 	for _, rep := range reps {
 		for range 15 {
-			if rep.b.Admit(ctx, "intake", "contacts.list").Allowed {
+			if rep.b.Admit(ctx, "intake", "contacts.list", nil).Allowed {
 				admitted++
 			}
 		}
@@ -158,7 +158,7 @@ func TestRedisBudgetFallsBackAndRecovers(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before := testutil.ToFloat64(reps[0].met.BudgetFallback)
-		reps[0].b.Admit(ctx, "intake", "contacts.list")
+		reps[0].b.Admit(ctx, "intake", "contacts.list", nil)
 		if testutil.ToFloat64(reps[0].met.BudgetFallback) == before {
 			break // decided by Redis
 		}
@@ -287,9 +287,36 @@ func BenchmarkRedisBudget(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				rep.b.Admit(ctx, "intake", tc.route)
+				rep.b.Admit(ctx, "intake", tc.route, nil)
 			}
 			b.ReportMetric(float64(rep.cmds.n.Load())/float64(b.N), "redis-cmds/op")
 		})
+	}
+}
+
+// TestRedisBudgetReserveOnly: a request told to use its reserve only (others
+// queue for the pool: limit.PoolKey) is admitted within its reserve and
+// refused beyond it even while the pool has room, on Redis as locally.
+func TestRedisBudgetReserveOnly(t *testing.T) {
+	r := redistest.Start(t)
+	bud := budgetOf([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 8, Per: time.Minute}},
+		map[string]config.Share{"batch": {Reserve: 0.25}})
+	rep := replicas(t, r.Addr, 1, bud, 1)[0]
+	local := limit.NewBudget(limit.BudgetConfig{Budget: bud, ReplicasHint: 1}, time.Now, limit.Deps{}, nil)
+	ctx := context.Background()
+	closed := []string{limit.PoolKey("tenant", "")}
+	for name, b := range map[string]limit.Budget{"redis": rep.b, "local": local} {
+		for i := range 2 {
+			if d := b.Admit(ctx, "batch", "contacts.list", closed); !d.Allowed {
+				t.Fatalf("%s: batch's request %d within its reserve of 2: %+v, want admitted", name, i+1, d)
+			}
+		}
+		d := b.Admit(ctx, "batch", "contacts.list", closed)
+		if d.Allowed || d.Limit != "tenant" || d.WaitKey("batch") != closed[0] {
+			t.Fatalf("%s: batch beyond its reserve with the pool closed to it: %+v, want refused into the pool's queue", name, d)
+		}
+		if d := b.Admit(ctx, "batch", "contacts.list", nil); !d.Allowed {
+			t.Fatalf("%s: batch with the pool open: %+v, want admitted from the pool's 6", name, d)
+		}
 	}
 }

@@ -34,7 +34,7 @@ func (f *fakeNow) advance(d time.Duration) { f.t = f.t.Add(d) }
 func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	b, ok := NewBudget(cfg, nil, clk.now, Deps{Metrics: m}, nil).(*LocalBudget)
+	b, ok := NewBudget(budgetCfg(cfg), clk.now, Deps{Metrics: m}, nil).(*LocalBudget)
 	if !ok {
 		t.Fatal("NewBudget did not build a local budget")
 	}
@@ -43,7 +43,7 @@ func localBudget(t *testing.T, cfg *config.Config, clk *fakeNow) (*LocalBudget, 
 
 func admitN(b Budget, caller, route string, n int) (admitted int, last BudgetDecision) {
 	for range n {
-		last = b.Admit(context.Background(), caller, route)
+		last = b.Admit(context.Background(), caller, route, nil)
 		if last.Allowed {
 			admitted++
 		}
@@ -177,14 +177,14 @@ func TestBudgetNoBoundaryBurst(t *testing.T) {
 	// A quiet start, then a burst straddling t = per, then random traffic.
 	clk.advance(per - time.Second)
 	for range 100 {
-		if b.Admit(context.Background(), callers[rng.IntN(3)], "x").Allowed {
+		if b.Admit(context.Background(), callers[rng.IntN(3)], "x", nil).Allowed {
 			admitted = append(admitted, clk.now())
 		}
 	}
 	clk.advance(time.Second + time.Millisecond)
 	for range 5000 {
 		clk.advance(time.Duration(rng.IntN(40)) * time.Millisecond)
-		if b.Admit(context.Background(), callers[rng.IntN(3)], "x").Allowed {
+		if b.Admit(context.Background(), callers[rng.IntN(3)], "x", nil).Allowed {
 			admitted = append(admitted, clk.now())
 		}
 	}
@@ -214,11 +214,11 @@ func TestBudgetReplicasHintAndReload(t *testing.T) {
 	}
 	cfg2 := budgetConfig([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 45, Per: time.Minute}}, nil)
 	cfg2.RateLimit.ReplicasHint = 3
-	b2 := NewBudget(cfg2, nil, clk.now, Deps{}, b)
+	b2 := NewBudget(budgetCfg(cfg2), clk.now, Deps{}, b)
 	if got, _ := admitN(b2, "intake", "x", 20); got != 5 {
 		t.Errorf("after the reload admitted %d, want 15 - 10 already used", got)
 	}
-	if NewBudget(budgetConfig(nil, nil), nil, clk.now, Deps{}, nil) != nil {
+	if NewBudget(budgetCfg(budgetConfig(nil, nil)), clk.now, Deps{}, nil) != nil {
 		t.Error("a budget without limits is not nil: every request would pay for it")
 	}
 }
@@ -230,11 +230,11 @@ func BenchmarkLocalBudget(b *testing.B) {
 		{Name: "per-route", Scope: "route", Requests: 2500, Per: 5 * time.Minute},
 		{Name: "tenant", Scope: "tenant", Requests: 100000, Per: 24 * time.Hour},
 	}, map[string]config.Share{"intake": {Reserve: 0.4}})
-	bud := NewBudget(cfg, nil, clk.now, Deps{}, nil)
+	bud := NewBudget(budgetCfg(cfg), clk.now, Deps{}, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		clk.advance(200 * time.Millisecond)
-		bud.Admit(context.Background(), "intake", "contacts.list")
+		bud.Admit(context.Background(), "intake", "contacts.list", nil)
 	}
 }
 
@@ -244,8 +244,8 @@ func BenchmarkLocalBudget(b *testing.B) {
 func TestBudgetReloadSharesTheLock(t *testing.T) {
 	clk := &fakeNow{time.Unix(1_000_000, 0)}
 	cfg := budgetConfig([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 100, Per: time.Hour}}, nil)
-	old := NewBudget(cfg, nil, clk.now, Deps{}, nil)
-	cur := NewBudget(cfg, nil, clk.now, Deps{}, old)
+	old := NewBudget(budgetCfg(cfg), clk.now, Deps{}, nil)
+	cur := NewBudget(budgetCfg(cfg), clk.now, Deps{}, old)
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for _, b := range []Budget{old, cur, old, cur} {
@@ -274,4 +274,15 @@ func TestFloorShare(t *testing.T) {
 			t.Errorf("floor(%v x %d) = %d, want %d", tc.f, tc.n, got, tc.want)
 		}
 	}
+}
+
+// budgetCfg is what the assembler hands NewBudget for c.
+func budgetCfg(c *config.Config) BudgetConfig {
+	return BudgetConfig{Budget: c.UpstreamBudget, Shared: c.RateLimit.Backend == "redis",
+		ReplicasHint: c.RateLimit.ReplicasHint, KeyPrefix: c.Redis.KeyPrefix}
+}
+
+// rateCfg is what the assembler hands NewRateLimiter for c.
+func rateCfg(c *config.Config) RateConfig {
+	return RateConfig{RateLimit: c.RateLimit, Callers: c.Callers.List, KeyPrefix: c.Redis.KeyPrefix}
 }

@@ -23,7 +23,22 @@ type Metrics struct {
 	// the waits with them whatever each release configured.
 	BudgetMaxWait    prometheus.Gauge
 	BudgetMaxWaiting prometheus.Gauge
+	// BudgetRefused counts requests refused upstream_budget_exhausted;
+	// caller, limit.
+	BudgetRefused *prometheus.CounterVec
+	// BudgetWait is the time waited by requests then admitted; caller.
+	BudgetWait *prometheus.HistogramVec
+	// BudgetWaitEvicted counts waiters that gave their place up to a
+	// request of a caller with fewer waiters, and got their 429 at once.
+	BudgetWaitEvicted prometheus.Counter
+	// UpstreamThrottled counts the upstream's 429 answers; route.
+	UpstreamThrottled *prometheus.CounterVec
 }
+
+// waitBuckets span a wait for the next slot of a busy window (tens of
+// milliseconds) to the longest max_wait a default drain allows (30 s) and
+// beyond.
+var waitBuckets = []float64{.01, .05, .1, .25, .5, 1, 2, 5, 10, 20, 30, 60, 120}
 
 // NewMetrics creates the shared limits' collectors and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -56,10 +71,47 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_budget_max_waiting",
 			Help: "upstream_budget.max_waiting in force: the most requests waiting at once on this replica.",
 		}),
+		BudgetRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_upstream_budget_refused_total",
+			Help: "Requests refused with 429 upstream_budget_exhausted, by caller and the limit that refused.",
+		}, []string{"caller", "limit"}),
+		BudgetWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "faxgate_upstream_budget_wait_seconds",
+			Help:    "Time waited for a hold or an upstream_budget limit by requests that were then admitted, by caller.",
+			Buckets: waitBuckets,
+		}, []string{"caller"}),
+		BudgetWaitEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "faxgate_upstream_budget_wait_evicted_total",
+			Help: "Waiting requests that gave their place up, with max_waiting reached, to a request of a caller with fewer waiters, and got their 429 at once.",
+		}),
+		UpstreamThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_upstream_throttled_total",
+			Help: "Upstream 429 answers seen, by route; each one, with upstream_budget.honor_retry_after, holds the route.",
+		}, []string{"route"}),
 	}
 	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetFallback,
-		m.BudgetWaiting, m.BudgetMaxWait, m.BudgetMaxWaiting)
+		m.BudgetWaiting, m.BudgetMaxWait, m.BudgetMaxWaiting, m.BudgetRefused, m.BudgetWait, m.BudgetWaitEvicted,
+		m.UpstreamThrottled)
 	return m
+}
+
+// StartSeries creates at 0 the series of the admission's counters that an
+// alert or a dashboard panel selects, for the label values the rules make
+// known (docs/metrics-and-alerts.md, Series from the start): every route's
+// throttled count, every caller's refusals by limit and, with waiting on,
+// its waits. Called whenever rules are applied, never by a request.
+func (m *Metrics) StartSeries(callers, routes []string, r *UpstreamRules) {
+	for _, route := range routes {
+		m.UpstreamThrottled.WithLabelValues(route)
+	}
+	for _, c := range callers {
+		for _, l := range r.Limits {
+			m.BudgetRefused.WithLabelValues(c, l)
+		}
+		if r.MaxWait > 0 {
+			m.BudgetWait.WithLabelValues(c)
+		}
+	}
 }
 
 // SetWaitSettings records the upstream_budget.max_wait and max_waiting in

@@ -49,12 +49,21 @@ type Deps struct {
 	Tracer trace.Tracer
 }
 
-// NewRateLimiter builds the limiter of the rate_limit section. prev, the
-// limiter in force before a reload (nil at start), hands its buckets over,
-// so a reload neither refills nor empties anyone's burst.
-func NewRateLimiter(cfg *config.Config, now func() time.Time, d Deps, prev RateLimiter) (RateLimiter, error) {
-	if cfg.RateLimit.Backend != "redis" {
-		l := NewLocalRateLimiter(cfg.Callers.List, cfg.RateLimit.Default, now)
+// RateConfig is what a rate limiter is built from: the rate_limit section,
+// the callers with their own rate_limit, and redis.key_prefix, under which
+// shared buckets live.
+type RateConfig struct {
+	RateLimit config.RateLimit
+	Callers   []config.Caller
+	KeyPrefix string
+}
+
+// NewRateLimiter builds the limiter of c. prev, the limiter in force before
+// a reload (nil at start), hands its buckets over, so a reload neither
+// refills nor empties anyone's burst.
+func NewRateLimiter(c RateConfig, now func() time.Time, d Deps, prev RateLimiter) (RateLimiter, error) {
+	if c.RateLimit.Backend != "redis" {
+		l := NewLocalRateLimiter(c.Callers, c.RateLimit.Default, now)
 		if prev, ok := prev.(*LocalRateLimiter); ok {
 			l.inherit(prev)
 		}
@@ -67,10 +76,10 @@ func NewRateLimiter(cfg *config.Config, now func() time.Time, d Deps, prev RateL
 	}
 	return NewRedisRateLimiter(RedisRateOptions{
 		Client:       d.Redis,
-		KeyPrefix:    cfg.Redis.KeyPrefix,
-		Callers:      cfg.Callers.List,
-		Default:      cfg.RateLimit.Default,
-		ReplicasHint: cfg.RateLimit.ReplicasHint,
+		KeyPrefix:    c.KeyPrefix,
+		Callers:      c.Callers,
+		Default:      c.RateLimit.Default,
+		ReplicasHint: c.RateLimit.ReplicasHint,
 		Now:          now,
 		Timeout:      d.Timeout,
 		Metrics:      d.Metrics,

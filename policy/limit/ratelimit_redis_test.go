@@ -548,7 +548,7 @@ func TestNewRateLimiterBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := limit.NewRateLimiter(cfg, time.Now, tc.deps, nil)
+			l, err := limit.NewRateLimiter(limit.RateConfig{RateLimit: cfg.RateLimit, Callers: cfg.Callers.List, KeyPrefix: cfg.Redis.KeyPrefix}, time.Now, tc.deps, nil)
 			got := "error"
 			if err == nil {
 				got = fmt.Sprintf("%T", l)

@@ -41,14 +41,14 @@ func TestReloadKeepsRateLimitState(t *testing.T) {
 	cfg := config.Default()
 	cfg.Callers.List = []config.Caller{{Name: "a", CIDRs: []string{"10.0.0.0/8"}, Allow: []string{"*"},
 		RateLimit: &config.Limit{RPS: 1, Burst: 2}}}
-	first, err := NewRateLimiter(&cfg, clk.now, Deps{}, nil)
+	first, err := NewRateLimiter(rateCfg(&cfg), clk.now, Deps{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	first.Allow(ctx, "a")
 	first.Allow(ctx, "a") // burst used up
-	second, err := NewRateLimiter(&cfg, clk.now, Deps{}, first)
+	second, err := NewRateLimiter(rateCfg(&cfg), clk.now, Deps{}, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestReloadKeepsRateLimitState(t *testing.T) {
 		t.Fatal("a reload refilled the caller's burst")
 	}
 	cfg.Callers.List[0].RateLimit = &config.Limit{RPS: 10, Burst: 20}
-	third, err := NewRateLimiter(&cfg, clk.now, Deps{}, second)
+	third, err := NewRateLimiter(rateCfg(&cfg), clk.now, Deps{}, second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestReloadKeepsRateLimitState(t *testing.T) {
 	if got := third.Allow(ctx, "a"); !got.Allowed || got.Limit != 20 {
 		t.Fatalf("a changed limit does not apply after reload: %+v", got)
 	}
-	fresh, _ := NewRateLimiter(&cfg, clk.now, Deps{}, nil)
+	fresh, _ := NewRateLimiter(rateCfg(&cfg), clk.now, Deps{}, nil)
 	if got := fresh.Allow(ctx, "a"); !got.Allowed || got.Remaining != 19 {
 		t.Fatalf("without a previous limiter the bucket starts full: %+v", got)
 	}

@@ -57,8 +57,12 @@ func (d BudgetDecision) WaitKey(caller string) string {
 	if d.Capped {
 		return "cap\x00" + d.Limit + "\x00" + d.Window + "\x00" + caller
 	}
-	return "pool\x00" + d.Limit + "\x00" + d.Window
+	return PoolKey(d.Limit, d.Window)
 }
+
+// PoolKey is the queue of the requests waiting for the unreserved pool of
+// limit's window (the route name, "" for the tenant).
+func PoolKey(limit, window string) string { return "pool\x00" + limit + "\x00" + window }
 
 // WaitRequest is a request asking to go upstream with waiting on.
 type WaitRequest struct {
@@ -124,6 +128,10 @@ type WaitlistOptions struct {
 	Guard time.Duration
 	// Waiting, when set, is faxgate_upstream_budget_waiting.
 	Waiting prometheus.Gauge
+	// Evicted, when set, counts the waiters that gave their place up to a
+	// request of a caller with fewer waiters
+	// (faxgate_upstream_budget_wait_evicted_total).
+	Evicted prometheus.Counter
 }
 
 // Waitlist holds this replica's waiting requests. It lives as long as the
@@ -132,6 +140,7 @@ type Waitlist struct {
 	clock   clock.Clock
 	guard   time.Duration
 	waiting prometheus.Gauge
+	evicted prometheus.Counter
 
 	mu       sync.Mutex
 	queues   map[string]*waitQueue
@@ -167,7 +176,7 @@ func NewWaitlist(o WaitlistOptions) *Waitlist {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Waitlist{clock: o.Clock, guard: max(o.Guard, 0), waiting: o.Waiting, queues: map[string]*waitQueue{}, byCaller: map[string]int{}}
+	return &Waitlist{clock: o.Clock, guard: max(o.Guard, 0), waiting: o.Waiting, evicted: o.Evicted, queues: map[string]*waitQueue{}, byCaller: map[string]int{}}
 }
 
 // Admit decides r with decide and, when it is refused and may wait, waits
@@ -175,7 +184,7 @@ func NewWaitlist(o WaitlistOptions) *Waitlist {
 // how long the request waited (0 when it never queued). When ctx ends while
 // it waits, it leaves at once, counted nowhere, and the outcome is a
 // refusal (the caller is gone: nobody reads it).
-func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide func(context.Context) Outcome) (Outcome, time.Duration) {
+func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide Decide) (Outcome, time.Duration) {
 	start := l.clock.Now()
 	l.mu.Lock()
 	deadline := start.Add(r.MaxWait)
@@ -183,23 +192,32 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide func(context
 		deadline = l.drainAt
 	}
 	var join *waitQueue
+	var reserveOnly []string
 	for i, k := range r.Keys {
-		if q := l.queues[k]; q != nil && len(q.ws) > 0 && !(i < len(r.Reserved) && r.Reserved[i]) {
-			join = q
-			break
+		q := l.queues[k]
+		if q == nil || len(q.ws) == 0 {
+			continue
 		}
+		if i < len(r.Reserved) && r.Reserved[i] {
+			// Its reserve is its own: it asks at once, but only the reserve
+			// may admit it; the pool these waiters queue for is theirs first.
+			reserveOnly = append(reserveOnly, k)
+			continue
+		}
+		join = q
+		break
 	}
 	w := &waiter{prio: r.First, caller: r.Caller, deadline: deadline, kick: make(chan struct{}, 1)}
 	if join == nil {
 		l.mu.Unlock()
-		out := decide(ctx)
+		out := decide(ctx, reserveOnly)
 		if out.Allowed || ctx.Err() != nil {
 			return out, 0
 		}
 		now := l.clock.Now()
 		l.mu.Lock()
 		w.at = now.Add(out.RetryAfter)
-		if w.at.After(deadline) || l.n >= r.MaxWaiting {
+		if w.at.After(deadline) {
 			l.mu.Unlock()
 			return out, 0
 		}
@@ -207,18 +225,31 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide func(context
 		if len(join.ws) > 0 && join.ws[0].at.After(deadline) {
 			// Others wait there already, and their next turn is too late.
 			out.RetryAfter = max(join.ws[0].at.Sub(now), out.RetryAfter)
+			l.dropIfEmpty(join)
 			l.mu.Unlock()
 			return out, 0
 		}
+		if !l.room(r.Caller, r.MaxWaiting, now) {
+			l.dropIfEmpty(join)
+			l.mu.Unlock()
+			return out, 0
+		}
+		join = l.queue(out.Key) // the place given up may have been its last
 		join.last = out
 	} else {
 		now := l.clock.Now()
 		next := join.ws[0].at
-		if next.After(deadline) || l.n >= r.MaxWaiting {
+		if next.After(deadline) || !l.room(r.Caller, r.MaxWaiting, now) {
 			out := join.last
 			out.RetryAfter = max(next.Sub(now), time.Millisecond)
 			l.mu.Unlock()
 			return out, 0
+		}
+		if last := join.last; len(join.ws) == 0 {
+			// The place given up was this queue's only waiter: the
+			// request leads it and asks at once.
+			join = l.queue(join.key)
+			join.last = last
 		}
 	}
 	l.seq++
@@ -232,6 +263,64 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide func(context
 	l.mu.Unlock()
 	out := l.wait(ctx, w, decide)
 	return out, l.clock.Now().Sub(start)
+}
+
+// Decide is one admission attempt of a waiting request. reserveOnly names
+// the pool queues (PoolKey) whose windows may admit it from its own reserve
+// only (Budget.Admit); nil when it waits in a queue itself.
+type Decide func(ctx context.Context, reserveOnly []string) Outcome
+
+// room makes a place for a request of caller among the maxWaiting waiters
+// of this replica: there is one free, or caller has fewer waiters than the
+// caller with the most, whose newest waiter then gives its place up and
+// gets its 429 at once. So one caller queued on its own cap or share never
+// keeps other callers from waiting (docs/upstream-budget.md#a-fair-waiting-room).
+func (l *Waitlist) room(caller string, maxWaiting int, now time.Time) bool {
+	if l.n < maxWaiting {
+		return true
+	}
+	big, most := "", 0
+	for c, n := range l.byCaller {
+		if n > most || n == most && c < big {
+			big, most = c, n
+		}
+	}
+	if l.byCaller[caller] >= most {
+		return false
+	}
+	var newest *waiter
+	for _, q := range l.queues {
+		for _, w := range q.ws {
+			if w.caller == big && !w.trying && (newest == nil || w.seq > newest.seq) {
+				newest = w
+			}
+		}
+	}
+	if newest == nil {
+		return false // every one of them is asking right now
+	}
+	q := newest.q
+	out := q.last
+	next := q.ws[0].at
+	if q.ws[0] == newest {
+		next = newest.at
+	}
+	out.RetryAfter = max(next.Sub(now), time.Millisecond)
+	newest.final = &out
+	l.remove(newest, newest.at)
+	signal(newest)
+	if l.evicted != nil {
+		l.evicted.Inc()
+	}
+	return l.n < maxWaiting
+}
+
+// dropIfEmpty forgets q when nobody waits in it (made by queue for a
+// request that then did not join).
+func (l *Waitlist) dropIfEmpty(q *waitQueue) {
+	if len(q.ws) == 0 {
+		delete(l.queues, q.key)
+	}
 }
 
 // queue returns key's queue, made when missing.
@@ -325,7 +414,7 @@ func signal(w *waiter) {
 
 // wait is w's loop: block until it leads, sleep on one timer until its next
 // try, ask, and act on the answer.
-func (l *Waitlist) wait(ctx context.Context, w *waiter, decide func(context.Context) Outcome) Outcome {
+func (l *Waitlist) wait(ctx context.Context, w *waiter, decide Decide) Outcome {
 	var t clock.Timer
 	var tc <-chan time.Time
 	var armed time.Time
@@ -380,7 +469,7 @@ func (l *Waitlist) wait(ctx context.Context, w *waiter, decide func(context.Cont
 		l.mu.Unlock()
 
 		if try {
-			out := decide(ctx)
+			out := decide(ctx, nil)
 			l.mu.Lock()
 			w.trying = false
 			now := l.clock.Now()

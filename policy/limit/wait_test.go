@@ -14,6 +14,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // waitRig is a local budget, the holds and a waitlist on one fake clock,
@@ -38,7 +39,7 @@ func newWaitRig(t *testing.T, limits []config.BudgetLimit, shares map[string]con
 	t.Helper()
 	clk := clocktest.New(time.Unix(1_000_000, 0))
 	cfg := budgetConfig(limits, shares)
-	b, ok := NewBudget(cfg, nil, clk.Now, Deps{Metrics: NewMetrics(prometheus.NewRegistry())}, nil).(*LocalBudget)
+	b, ok := NewBudget(budgetCfg(cfg), clk.Now, Deps{Metrics: NewMetrics(prometheus.NewRegistry())}, nil).(*LocalBudget)
 	if !ok {
 		t.Fatal("NewBudget did not build a local budget")
 	}
@@ -47,8 +48,8 @@ func newWaitRig(t *testing.T, limits []config.BudgetLimit, shares map[string]con
 		list: NewWaitlist(WaitlistOptions{Clock: clk, Waiting: g}), maxWait: 30 * time.Second, maxN: 1000}
 }
 
-func (r *waitRig) decide(who, caller, route string) func(context.Context) Outcome {
-	return func(ctx context.Context) Outcome {
+func (r *waitRig) decide(who, caller, route string) Decide {
+	return func(ctx context.Context, reserveOnly []string) Outcome {
 		r.asked.Add(1)
 		r.mu.Lock()
 		r.order = append(r.order, caller+"@"+route)
@@ -56,7 +57,7 @@ func (r *waitRig) decide(who, caller, route string) func(context.Context) Outcom
 		if left, held := r.holds.Held(route); held {
 			return Outcome{Key: HoldKey(route), RetryAfter: left, Throttled: true}
 		}
-		d := r.budget.Admit(ctx, caller, route)
+		d := r.budget.Admit(ctx, caller, route, reserveOnly)
 		if d.Allowed {
 			r.mu.Lock()
 			r.passed = append(r.passed, who)
@@ -94,13 +95,7 @@ func (r *waitRig) queued(ctx context.Context, who, caller, route string, done ch
 
 func (r *waitRig) until(cond func() bool, what string) {
 	r.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Eventually(r.t, 5*time.Second, what, cond)
 }
 
 // settled waits until the waiters have gone back to sleep: n waiting and
@@ -135,13 +130,21 @@ func recv(t *testing.T, done <-chan waitResult) waitResult {
 	}
 }
 
-func noAnswer(t *testing.T, done <-chan waitResult) {
+// noAnswer holds that nobody is answered while the fake clock stands still
+// (a waiter wakes only on a timer or a signal; a short watch catches one
+// that would answer anyway).
+func noAnswer(t *testing.T, done chan waitResult) {
 	t.Helper()
-	select {
-	case res := <-done:
-		t.Fatalf("%s answered early: %+v", res.who, res.out)
-	case <-time.After(20 * time.Millisecond):
-	}
+	var early waitResult
+	eventually.Never(t, 20*time.Millisecond, "an early answer", func() bool {
+		select {
+		case early = <-done:
+			t.Logf("%s answered early: %+v", early.who, early.out)
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 var tenant2 = []config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 2, Per: 10 * time.Second}}
@@ -300,15 +303,16 @@ func TestWaitRefusedAtOnceBeyondMaxWait(t *testing.T) {
 	}
 }
 
-// TestWaitMaxWaitingBound: with max_waiting 2, the third is refused at once.
+// TestWaitMaxWaitingBound: with max_waiting 2, a third request of the
+// caller with the most waiters is refused at once.
 func TestWaitMaxWaitingBound(t *testing.T) {
 	r := newWaitRig(t, tenant2, nil)
 	r.maxN = 2
 	admitN(r.budget, "batch", "contacts.list", 2)
 	done := make(chan waitResult, 3)
 	r.queued(context.Background(), "A", "batch", "contacts.list", done)
-	r.queued(context.Background(), "B", "batch", "contacts.list", done)
-	r.admit(context.Background(), "C", "billing", "contacts.list", done)
+	r.queued(context.Background(), "B", "billing", "contacts.list", done)
+	r.admit(context.Background(), "C", "batch", "contacts.list", done)
 	if c := recv(t, done); c.who != "C" || c.out.Allowed || c.waited != 0 || c.out.RetryAfter < 10*time.Second {
 		t.Errorf("the third waiter: %+v, want refused at once", c)
 	}
@@ -318,6 +322,89 @@ func TestWaitMaxWaitingBound(t *testing.T) {
 	r.clk.Advance(10 * time.Second)
 	recv(t, done)
 	recv(t, done)
+}
+
+// TestWaitFairRoom is the regression of one caller's waiters shutting
+// others out: a tenant limit of 4 per 8 s, batch capped at half of it and
+// max_waiting 3. batch's three requests waiting on its own cap fill the
+// room; a request of intake, within the pool's queue, then takes the place
+// of batch's newest waiter, which gets its 429 at once. A further batch
+// request is refused at once: batch has the most waiters.
+func TestWaitFairRoom(t *testing.T) {
+	r := newWaitRig(t, []config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 4, Per: 8 * time.Second}},
+		map[string]config.Share{"batch": {Cap: ptr(0.5)}})
+	r.maxN = 3
+	evicted := prometheus.NewCounter(prometheus.CounterOpts{Name: "evicted"})
+	r.list = NewWaitlist(WaitlistOptions{Clock: r.clk, Waiting: r.gauge, Evicted: evicted})
+	if n, _ := admitN(r.budget, "batch", "contacts.list", 2); n != 2 {
+		t.Fatalf("batch admitted %d, want its cap of 2", n)
+	}
+	if n, _ := admitN(r.budget, "intake", "contacts.list", 2); n != 2 {
+		t.Fatalf("intake admitted %d, want the 2 left", n)
+	}
+	done := make(chan waitResult, 6)
+	ctx := context.Background()
+	for _, who := range []string{"batch-1", "batch-2", "batch-3"} {
+		r.queued(ctx, who, "batch", "contacts.list", done)
+	}
+	r.admit(ctx, "intake-1", "intake", "contacts.list", done)
+	if res := recv(t, done); res.who != "batch-3" || res.out.Allowed || res.waited != 0 {
+		t.Fatalf("with the room full: %+v, want batch's newest (batch-3) answered at once", res)
+	}
+	r.until(func() bool { return r.list.Waiters().Callers["intake"] == 1 }, "intake-1 waiting in batch-3's place")
+	if got := testutil.ToFloat64(evicted); got != 1 {
+		t.Errorf("evictions counted %v, want 1", got)
+	}
+	r.admit(ctx, "batch-4", "batch", "contacts.list", done)
+	if res := recv(t, done); res.who != "batch-4" || res.out.Allowed {
+		t.Fatalf("batch-4: %+v, want refused at once: batch has the most waiters", res)
+	}
+	if st := r.list.Waiters(); st.Total != 3 || st.Callers["batch"] != 2 || st.Callers["intake"] != 1 {
+		t.Errorf("waiters %+v, want batch-1, batch-2 and intake-1", st)
+	}
+	r.settled(3)
+	r.clk.Advance(8*time.Second + time.Millisecond)
+	for range 3 {
+		if res := recv(t, done); !res.out.Allowed {
+			t.Errorf("%s after the window: %+v, want admitted", res.who, res.out)
+		}
+	}
+}
+
+// TestWaitSpentReserveQueues is the regression of a spent reserve skipping
+// the queue: batch, with a reserve it has used up, must queue behind intake
+// for the pool, not take a pool slot ahead of it. A caller within its
+// reserve still passes (TestWaitReserveFirst).
+func TestWaitSpentReserveQueues(t *testing.T) {
+	r := newWaitRig(t, []config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 8, Per: 8 * time.Second}},
+		map[string]config.Share{"batch": {Reserve: 0.25}})
+	r.list = NewWaitlist(WaitlistOptions{Clock: r.clk, Waiting: r.gauge, Guard: DefaultWaitGuard})
+	if n, _ := admitN(r.budget, "intake", "contacts.list", 6); n != 6 {
+		t.Fatalf("intake admitted %d, want the pool's 6", n)
+	}
+	r.clk.Advance(time.Second)
+	if n, _ := admitN(r.budget, "batch", "contacts.list", 2); n != 2 {
+		t.Fatalf("batch admitted %d, want its reserve of 2", n)
+	}
+	done := make(chan waitResult, 2)
+	ctx := context.Background()
+	r.queued(ctx, "intake-7", "intake", "contacts.list", done)
+	r.settled(1)
+	// The pool frees when intake's six leave, at 8 s; intake-7 asks 100 ms
+	// later (the guard). batch comes in between, its reserve spent.
+	r.clk.Advance(7*time.Second + time.Millisecond)
+	r.admit(ctx, "batch-3", "batch", "contacts.list", done)
+	r.until(func() bool { return r.list.Waiters().Total == 2 }, "batch-3 queued behind intake-7")
+	noAnswer(t, done)
+	r.clk.Advance(DefaultWaitGuard)
+	first := recv(t, done)
+	second := recv(t, done)
+	if first.who != "intake-7" || !first.out.Allowed || second.who != "batch-3" || !second.out.Allowed {
+		t.Fatalf("answers %+v then %+v, want intake-7 then batch-3 admitted", first, second)
+	}
+	if got := fmt.Sprint(r.admitted()); got != "[intake-7 batch-3]" {
+		t.Errorf("admitted %s, want intake-7 first: it queued first", got)
+	}
 }
 
 // TestWaitHoldThenBudget: a hold's waiters, once it ends, are decided one

@@ -19,6 +19,10 @@ type Error struct {
 	// Message is safe to show the caller and to log: it never echoes the
 	// raw path, query, body or header values, which may hold secrets or IDs.
 	Message string
+	// Close ends the connection after the answer: what follows on it
+	// (a body left unread, a head whose framing is in doubt) cannot be
+	// read as the next request.
+	Close bool
 }
 
 // Error implements error.
@@ -35,6 +39,11 @@ const (
 	CodeAuthManaged          = "auth_managed"
 	CodeUnidentifiedCaller   = "unidentified_caller"
 	CodeConfirmationRequired = "confirmation_required"
+	CodeRateLimited          = "rate_limited"
+	CodeBodyTooLarge         = "body_too_large"
+	CodeUpstreamThrottled    = "upstream_throttled"
+	CodeBudgetExhausted      = "upstream_budget_exhausted"
+	CodeClientClosed         = "client_closed"
 )
 
 func invalidPath(msg string) *Error {

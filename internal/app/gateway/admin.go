@@ -112,7 +112,7 @@ type holdStatus struct {
 // (docs/upstream-budget.md#waiting-instead-of-refusing).
 func (g *Gateway) budgetStatus(ctx context.Context) any {
 	st := limit.BudgetStatus{Backend: "none", Limits: []limit.LimitStatus{}}
-	if b := g.Handler.Rules().Budget; b != nil {
+	if b := g.Handler.Rules().Upstream.Budget; b != nil {
 		st = b.Status(ctx)
 	}
 	holds := []holdStatus{}

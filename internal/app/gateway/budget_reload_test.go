@@ -13,7 +13,7 @@ import (
 // for.
 func TestReloadAppliesUpstreamBudget(t *testing.T) {
 	g, logs, _ := newTestGateway(t, "http://127.0.0.1:1")
-	if g.Handler.Rules().Budget != nil {
+	if g.Handler.Rules().Upstream.Budget != nil {
 		t.Fatal("a budget without limits")
 	}
 	path := filepath.Join(t.TempDir(), "faxgate.yaml")
@@ -26,7 +26,7 @@ func TestReloadAppliesUpstreamBudget(t *testing.T) {
 	rl := newReloader(g, path)
 	admit := func(n int) (admitted int) {
 		for range n {
-			if g.Handler.Rules().Budget.Admit(context.Background(), "local", "contacts.list").Allowed {
+			if g.Handler.Rules().Upstream.Budget.Admit(context.Background(), "local", "contacts.list", nil).Allowed {
 				admitted++
 			}
 		}
@@ -35,7 +35,7 @@ func TestReloadAppliesUpstreamBudget(t *testing.T) {
 
 	write("upstream_budget:\n  limits:\n    - {name: tenant, scope: tenant, requests: 3, per: 1h}\n")
 	rl.reload("signal")
-	if g.Handler.Rules().Budget == nil {
+	if g.Handler.Rules().Upstream.Budget == nil {
 		t.Fatalf("the added limit was not applied:\n%s", logs.String())
 	}
 	if got := admit(5); got != 3 {

@@ -84,6 +84,9 @@ type Gateway struct {
 	// upstream_budget.max_wait > 0 (docs/upstream-budget.md); its Waiters
 	// method says who waits.
 	Waitlist *limit.Waitlist
+	// Admission is upstream admission: the holds, the budget, the waits
+	// (docs/upstream-budget.md).
+	Admission *limit.Upstream
 	// Tokens holds and renews the upstream token.
 	Tokens *tokencache.Manager
 	// Metrics are every part's collectors, registered on Deps.Registry.
@@ -190,7 +193,9 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Logger: log.Named("budget"), Timeout: d.RedisOpTimeout, Panics: g.Metrics.countPanic})
 	limit.RegisterHolds(d.Registry, g.Holds.Each)
 	g.Waitlist = limit.NewWaitlist(limit.WaitlistOptions{Clock: d.Clock, Guard: limit.DefaultWaitGuard,
-		Waiting: g.Metrics.Limits.BudgetWaiting})
+		Waiting: g.Metrics.Limits.BudgetWaiting, Evicted: g.Metrics.Limits.BudgetWaitEvicted})
+	g.Admission = limit.NewUpstream(limit.UpstreamOptions{Holds: g.Holds, Waitlist: g.Waitlist,
+		Metrics: g.Metrics.Limits, Tracer: tracer, Now: d.Clock.Now})
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
@@ -214,7 +219,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	})
 
 	g.compile = func(c *config.Config, prev *policy.Rules) (*policy.Rules, error) {
-		return policy.Compile(c, d.Clock.Now, append(compileOpts, policy.WithPrevious(prev))...)
+		return policy.Compile(c.RuleSections(), d.Clock.Now, append(compileOpts, policy.WithPrevious(prev))...)
 	}
 	rules, err := g.compile(cfg, nil)
 	if err != nil {
@@ -245,14 +250,12 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.Metrics.ConfigLastReload.SetToCurrentTime()
 	g.Metrics.ConfigLastReloadOK.Set(1)
 	g.reloads.loaded(cfg, d.Clock.Now(), "start", nil)
-	g.Metrics.Limits.SetWaitSettings(rules.MaxWait, rules.MaxWaiting)
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:          base,
 		Transport:         g.transport,
 		Tokens:            g.Tokens,
 		Rules:             rules,
-		Holds:             g.Holds,
-		Waitlist:          g.Waitlist,
+		Admission:         g.Admission,
 		ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		ReadTimeout:       cfg.Server.ReadTimeout,
@@ -263,6 +266,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		AuditLogger:       logs.Audit.Named("audit"),
 		Tracer:            tracer,
 	})
+	g.Metrics.rulesApplied(rules)
 	g.admin = hostGuard(adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON),
 		cfg.Admin.AllowedHosts)
 	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })

@@ -6,7 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faxgate/faxgate/internal/servertls"
+	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/limit"
+	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -85,6 +87,22 @@ func newMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 
 // countPanic is the background.Counter every loop of the gateway is given.
 func (m *Metrics) countPanic(loop string) { m.BackgroundPanics.WithLabelValues(loop).Inc() }
+
+// rulesApplied brings the metrics that follow the rules up to date, at
+// start and on every reload: the waiting settings in force, and the
+// admission's series at 0 for the callers, routes and limits they name
+// (docs/metrics-and-alerts.md, Series from the start). The request path's
+// own series are the handler's (proxy.Handler.SetRules).
+func (m *Metrics) rulesApplied(r *policy.Rules) {
+	m.Limits.SetWaitSettings(r.Upstream.MaxWait, r.Upstream.MaxWaiting)
+	var routes []string
+	for _, name := range r.Table.RouteNames() {
+		if name != route.RouteAuth { // answered by the gateway, never forwarded
+			routes = append(routes, name)
+		}
+	}
+	m.Limits.StartSeries(r.Policy.Callers(), routes, &r.Upstream)
+}
 
 // registerReady exports faxgate_ready: 1 while /readyz would answer 200, 0
 // otherwise, read at scrape time from ready (which must not block). It lets

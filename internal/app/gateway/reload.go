@@ -124,7 +124,7 @@ func (rl *reloader) tryReload(trigger string) {
 
 func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger string) {
 	rl.handler.SetRules(rules)
-	rl.met.Limits.SetWaitSettings(rules.MaxWait, rules.MaxWaiting)
+	rl.met.rulesApplied(rules)
 	if lvl, err := zap.ParseAtomicLevel(cfg.Log.Level); err == nil {
 		rl.level.SetLevel(lvl.Level())
 	}

@@ -214,7 +214,7 @@ func (g *Gateway) status(ctx context.Context) *Status {
 	st.Identity = IdentityStatus{Header: cfg.Callers.IdentityHeader, TrustedProxies: nonNil(cfg.Callers.TrustedProxies),
 		Unidentified: cfg.Callers.Unidentified}
 	st.Budget.WaitingByCaller = map[string]int{}
-	st.Budget.MaxWaitSeconds = rules.MaxWait.Seconds()
+	st.Budget.MaxWaitSeconds = rules.Upstream.MaxWait.Seconds()
 	if g.Waitlist != nil {
 		for c, n := range g.Waitlist.Waiters().Callers {
 			if n > 0 {
@@ -271,10 +271,10 @@ func (g *Gateway) status(ctx context.Context) *Status {
 
 	// The upstream budget: windows, holds, waiting.
 	st.Budget.BudgetStatus = limit.BudgetStatus{Backend: "none", Limits: []limit.LimitStatus{}}
-	if b := rules.Budget; b != nil {
+	if b := rules.Upstream.Budget; b != nil {
 		st.Budget.BudgetStatus = b.Status(ctx)
 	}
-	st.Budget.HonorRetryAfter = rules.HonorRetryAfter
+	st.Budget.HonorRetryAfter = rules.Upstream.HonorRetryAfter
 	st.Budget.Holds = []HoldStatus{}
 	for r, left := range g.Holds.Standing() {
 		st.Budget.Holds = append(st.Budget.Holds, HoldStatus{r, int64((left + time.Second - 1) / time.Second)})
@@ -287,7 +287,7 @@ func (g *Gateway) status(ctx context.Context) *Status {
 		if s, ok := rules.Limiter.(limit.Shared); ok {
 			st.Redis.RateLimit = s.SharedState()
 		}
-		if s, ok := rules.Budget.(limit.Shared); ok {
+		if s, ok := rules.Upstream.Budget.(limit.Shared); ok {
 			st.Redis.Budget = s.SharedState()
 		}
 		if g.cfg.Token.Store == "redis" {

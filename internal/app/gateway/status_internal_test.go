@@ -25,7 +25,7 @@ func TestStatusShowsWaiters(t *testing.T) {
 	// test, until their context ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
-	refuse := func(context.Context) limit.Outcome {
+	refuse := func(context.Context, []string) limit.Outcome {
 		return limit.Outcome{Key: limit.HoldKey("contacts.list"), RetryAfter: 30 * time.Second, Throttled: true}
 	}
 	for range 3 {

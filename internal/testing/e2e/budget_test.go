@@ -132,7 +132,7 @@ func TestFleetSharesTheVendorBudgetFairly(t *testing.T) {
 	}
 	var refused float64
 	for _, g := range f.gws {
-		refused += testutil.ToFloat64(g.Metrics.Proxy.BudgetRefused.WithLabelValues("batch", "per-route"))
+		refused += testutil.ToFloat64(g.Metrics.Limits.BudgetRefused.WithLabelValues("batch", "per-route"))
 	}
 	if refused != float64(counts["batch"][429]) {
 		t.Errorf("refusals counted %v, answered %d", refused, counts["batch"][429])
@@ -184,7 +184,7 @@ func TestFleetHoldsAfterOneUpstream429(t *testing.T) {
 	}
 	var throttled float64
 	for _, g := range f.gws {
-		throttled += testutil.ToFloat64(g.Metrics.Proxy.UpstreamThrottled.WithLabelValues("contacts.list"))
+		throttled += testutil.ToFloat64(g.Metrics.Limits.UpstreamThrottled.WithLabelValues("contacts.list"))
 	}
 	if throttled < 1 {
 		t.Error("faxgate_upstream_throttled_total counted nothing")

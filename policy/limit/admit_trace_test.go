@@ -1,4 +1,4 @@
-package proxy
+package limit
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/faxgate/faxgate/policy/limit"
 )
 
 func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
@@ -22,16 +20,17 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 }
 
 // The wait recorded after the fact: its span spans the wait, under the
-// request's; no wait, tracing off or an unsampled request record nothing.
-func TestRecordBudgetWait(t *testing.T) {
+// request's; no wait, tracing off or an unsampled request record nothing,
+// and allocate nothing.
+func TestTraceWaitSpansTheWait(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	h := &Handler{tracer: tp.Tracer("test")}
+	u := NewUpstream(UpstreamOptions{Tracer: tp.Tracer("test")})
 	ctx, req := tp.Tracer("test").Start(context.Background(), "POST contacts.list")
 	end := time.Now()
-	h.recordBudgetWait(ctx, end, 1500*time.Millisecond, "hold", "", "admitted")
-	h.recordBudgetWait(ctx, end, 0, "budget", "tenant", "admitted") // no wait: no span
+	u.traceWait(ctx, end, 1500*time.Millisecond, Outcome{Throttled: true}, Admission{Allowed: true})
+	u.traceWait(ctx, end, 0, Outcome{Limit: "tenant"}, Admission{Allowed: true}) // no wait: no span
 	req.End()
 	var waits []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
@@ -50,12 +49,12 @@ func TestRecordBudgetWait(t *testing.T) {
 		t.Errorf("budget.wait attributes %v", a)
 	}
 	n := len(rec.Ended())
-	off := &Handler{}
+	off := NewUpstream(UpstreamOptions{})
 	unsampled := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}}))
 	allocs := testing.AllocsPerRun(100, func() {
-		off.recordBudgetWait(ctx, end, time.Second, "budget", "tenant", "admitted")
-		h.recordBudgetWait(unsampled, end, time.Second, "budget", "tenant", "admitted")
+		off.traceWait(ctx, end, time.Second, Outcome{Limit: "tenant"}, Admission{Allowed: true})
+		u.traceWait(unsampled, end, time.Second, Outcome{Limit: "tenant"}, Admission{Allowed: true})
 	})
 	if allocs != 0 || len(rec.Ended()) != n {
 		t.Errorf("with tracing off or unsampled: %v allocations, %d spans; want none", allocs, len(rec.Ended())-n)
@@ -64,23 +63,23 @@ func TestRecordBudgetWait(t *testing.T) {
 
 // The wait's cause and outcome come from what refused the request last and
 // how the wait ended.
-func TestTraceBudgetWaitCauseAndOutcome(t *testing.T) {
+func TestTraceWaitCauseAndOutcome(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	h := &Handler{tracer: tp.Tracer("test")}
+	u := NewUpstream(UpstreamOptions{Tracer: tp.Tracer("test")})
 	ctx, req := tp.Tracer("test").Start(context.Background(), "POST contacts.list")
 	for _, tc := range []struct {
-		refusedBy, out limit.Outcome
-		gone           bool
+		refusedBy      Outcome
+		a              Admission
 		cause, outcome string
 	}{
-		{limit.Outcome{Throttled: true}, limit.Outcome{Allowed: true}, false, "hold", "admitted"},
-		{limit.Outcome{Limit: "tenant"}, limit.Outcome{Limit: "tenant"}, false, "budget", "refused"},
-		{limit.Outcome{}, limit.Outcome{}, true, "queued", "caller_gone"},
+		{Outcome{Throttled: true}, Admission{Allowed: true}, "hold", "admitted"},
+		{Outcome{Limit: "tenant"}, Admission{Limit: "tenant"}, "budget", "refused"},
+		{Outcome{}, Admission{Gone: true}, "queued", "caller_gone"},
 	} {
 		rec.Reset()
-		h.traceBudgetWait(ctx, time.Second, tc.refusedBy, tc.out, tc.gone)
+		u.traceWait(ctx, time.Now(), time.Second, tc.refusedBy, tc.a)
 		spans := rec.Ended()
 		if len(spans) != 1 {
 			t.Fatalf("%d spans", len(spans))
