@@ -23,12 +23,15 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/faxsim ./cmd/faxsim
 
 ## test: vet, then every test with the race detector, the allocation,
-## reload-time and body-memory budgets without it (the detector changes both), then the tests of
+## reload-time and body-memory budgets (the refused uploads', and the waiting
+## uploads' in a faxgate process of its own) without it (the detector changes
+## both), then the tests of
 ## deploy/ (helm and promtool from `make tools`; without them those tests skip
 ## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
 	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestAllocsPerUnsampledRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
+	$(GO) test -count=1 -run '^TestWaitingUploadsHoldBoundedMemory$$' ./cmd/faxgate/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
 ## test-browser: the status page in headless Chromium (chromedp; the browser

@@ -1,16 +1,19 @@
 package proxy_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -177,5 +180,152 @@ upstream_budget:
 	w := st.Limits[0].Windows[0]
 	if w.Used != 5 || w.Callers["ops"].Reserved != 2 || w.Callers["ops"].Used != 2 || w.Callers["svc"].Used != 3 || w.Callers["svc"].Remaining != 0 {
 		t.Errorf("window %+v", w)
+	}
+}
+
+// TestWaiterThatLeavesIs499: a caller that goes away while its request
+// waits for the budget is logged as 499 client_closed, not as a refusal: no
+// denial, budget refusal or status-page denial counts it.
+func TestWaiterThatLeavesIs499(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + `
+upstream_budget:
+  max_wait: 10s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("contacts.list", 5*time.Second)
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("POST /v1/contacts/list HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Eventually(t, 5*time.Second, "the request waiting", func() bool {
+		return testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting) == 1
+	})
+	c.Close()
+	var line map[string]any
+	eventually.Eventually(t, 5*time.Second, "the access line of the request that left", func() bool {
+		for _, l := range g.LogLines("request") {
+			if l["route"] == "contacts.list" {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if line["status"] != 499.0 || line["error"] != "client_closed" || line["upstream_status"] != 0.0 {
+		t.Errorf("access line %v, want status 499, error client_closed, no upstream status", line)
+	}
+	for name, got := range map[string]float64{
+		"faxgate_denied_total (throttled)": testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "contacts.list", "upstream_throttled")),
+		"faxgate_denied_total (budget)":    testutil.ToFloat64(g.Metrics.Proxy.Denied.WithLabelValues("svc", "contacts.list", "upstream_budget_exhausted")),
+		"faxgate_upstream_budget_refused":  testutil.ToFloat64(g.Metrics.Limits.BudgetRefused.WithLabelValues("svc", "tenant")),
+	} {
+		if got != 0 {
+			t.Errorf("%s = %v for a caller that left, want 0", name, got)
+		}
+	}
+	if a := g.Handler.Activity(time.Now())["svc"]; a.Denials != 0 {
+		t.Errorf("the status page counts %d denials for a caller that left, want 0", a.Denials)
+	}
+}
+
+// TestWaitingGrantedDeleteHoldsItsReadBody: the body of a granted
+// numbers.delete is read whole before its request is admitted (policy.confirm
+// checks it, the audit line names its IDs), so it is held while the request
+// waits: exactly its size, counted under server.resend_buffer_bytes, and at
+// most 1 MiB (docs/upstream-budget.md#bounded-memory-while-waiting); it is
+// released when the request ends.
+func TestWaitingGrantedDeleteHoldsItsReadBody(t *testing.T) {
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + `
+upstream_budget:
+  max_wait: 10s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Gateway.Holds.Hold("numbers.delete", 2*time.Second)
+	body := `{"number_id":"num_1","pad":"` + strings.Repeat("a", 1<<20-64) + `"}`
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := g.Do(t, "POST", "/v1/numbers/delete", body, "Content-Type", "application/json",
+			"X-Faxgate-Caller", "ops", "X-Faxgate-Confirm", "num_1")
+		done <- resp.StatusCode
+	}()
+	eventually.Eventually(t, 5*time.Second, "the delete waiting", func() bool {
+		return testutil.ToFloat64(g.Metrics.Limits.BudgetWaiting) == 1
+	})
+	if held := g.Handler.BodyMemoryHeld(); held < int64(len(body)) || held > 1<<20+1 {
+		t.Errorf("a waiting granted delete of %d bytes holds %d bytes of counted body memory, want its body, at most 1 MiB + 1",
+			len(body), held)
+	}
+	<-done
+	if n := g.Sim.RouteCounts()["POST /v1/numbers/delete"]; n != 1 {
+		t.Fatalf("the delete reached the upstream %d times after the hold, want once", n)
+	}
+	eventually.Eventually(t, 5*time.Second, "the body memory released", func() bool { return g.Handler.BodyMemoryHeld() == 0 })
+}
+
+// TestSlowSmallBodyThenWaitKeepsTheTimeout is the regression of a slowly
+// sent small body stretching the promise: a body of up to 32 KiB is read
+// whole before the request waits, and its reading took upstream.timeout of
+// its own, then the wait, then another upstream.timeout upstream. The time
+// the caller took to send it counts against upstream.timeout, so a caller
+// sees at most max_wait + upstream.timeout (docs/upstream-budget.md).
+func TestSlowSmallBodyThenWaitKeepsTheTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	g := gatewaytest.Start(t, gatewaytest.Options{UpstreamTimeout: timeout, Config: openCallers + `
+server:
+  read_timeout: 5s
+upstream_budget:
+  max_wait: 3s
+  limits:
+    - { name: tenant, scope: tenant, requests: 60, per: 1m }
+`})
+	g.Sim.SetLatency(time.Minute) // the upstream never answers in time
+	c, err := g.Dial(nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"first_name":"` + strings.Repeat("a", 1000) + `"}`
+	start := time.Now()
+	if _, err := c.Write([]byte("POST /v1/contacts/create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	const pieces = 6
+	for i := range pieces {
+		time.Sleep(250 * time.Millisecond) // models a caller that sends its body slowly: 1.5 s in all
+		if i == pieces-2 {
+			g.Gateway.Holds.Hold("contacts.create", time.Second) // it will wait about half a second
+		}
+		if _, err := c.Write([]byte(body[i*len(body)/pieces : (i+1)*len(body)/pieces])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := time.Since(start)
+	var waited time.Duration
+	for _, l := range g.LogLines("request") {
+		if l["route"] == "contacts.create" {
+			waited = time.Duration(l["wait_ms"].(float64) * float64(time.Millisecond))
+		}
+	}
+	t.Logf("%d after %v, %v of it waiting", resp.StatusCode, took, waited)
+	if resp.StatusCode != http.StatusGatewayTimeout || waited < 250*time.Millisecond {
+		t.Fatalf("status %d after waiting %v, want 504 after a wait", resp.StatusCode, waited)
+	}
+	// The body took 1.5 s of the 2 s: the exchange gets the 0.5 s left,
+	// not 2 s more. (Margin for a loaded machine; the old bound is 1.5 s
+	// beyond this one.)
+	if limit := timeout + waited + 700*time.Millisecond; took > limit {
+		t.Errorf("answered after %v, want within upstream.timeout plus the wait (%v)", took, limit)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -30,6 +31,15 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange) *rou
 	l := &ex.leg
 	ctx := h.deadlines.begin(&l.up, r.Context())
 	defer h.deadlines.end(&l.up)
+	if spent := time.Since(ex.start) - ex.out.Admission.Waited; spent > slowStart {
+		// upstream.timeout bounds the whole exchange, the time the caller
+		// took to send a body read before it (the wait for the budget
+		// aside): a caller sees at most max_wait + upstream.timeout
+		// (docs/upstream-budget.md). Rare, so a timer of its own.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(h.opts.UpstreamTimeout-spent))
+		defer cancel()
+	}
 	l.deadline = ctx
 	res, err := h.send(r, ex, ctx)
 	if err != nil {
@@ -39,6 +49,12 @@ func (h *Handler) forward(w *responseWriter, r *http.Request, ex *exchange) *rou
 	h.relay(w, r, ex, res)
 	return nil
 }
+
+// slowStart is how long the decisions and a body read whole may take before
+// the forward counts that time against upstream.timeout. Below it the
+// deadlines list's timeout from the forward's start holds, which costs no
+// timer per request.
+const slowStart = 50 * time.Millisecond
 
 // send builds the outgoing request from what policy checked and sends it
 // (transport.go: the token, and the resend after a 401). It does what
