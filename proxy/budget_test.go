@@ -236,7 +236,7 @@ upstream_budget:
 // numbers.delete is read whole before its request is admitted (policy.confirm
 // checks it, the audit line names its IDs), so it is held while the request
 // waits: exactly its size, counted under server.resend_buffer_bytes, and at
-// most 1 MiB (docs/upstream-budget.md#bounded-memory-while-waiting); it is
+// most 1 MiB (docs/upstream-budget.md#waiting-instead-of-refusing); it is
 // released when the request ends.
 func TestWaitingGrantedDeleteHoldsItsReadBody(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + `

@@ -27,7 +27,7 @@ import (
 // body. A waiting request now holds at most 128 KiB of its unread body,
 // over HTTP/2 and HTTP/1.1 alike, so 200 such waiters on 200 connections
 // add at most 60 MB to the process
-// (docs/upstream-budget.md#bounded-memory-while-waiting).
+// (docs/upstream-budget.md#waiting-instead-of-refusing).
 //
 // faxgate runs as its own process (this test binary running main), so the
 // measure is the gateway's resident memory alone, read from /proc. The race

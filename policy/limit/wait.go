@@ -274,7 +274,7 @@ type Decide func(ctx context.Context, reserveOnly []string) Outcome
 // of this replica: there is one free, or caller has fewer waiters than the
 // caller with the most, whose newest waiter then gives its place up and
 // gets its 429 at once. So one caller queued on its own cap or share never
-// keeps other callers from waiting (docs/upstream-budget.md#a-fair-waiting-room).
+// keeps other callers from waiting (docs/upstream-budget.md#waiting-instead-of-refusing).
 func (l *Waitlist) room(caller string, maxWaiting int, now time.Time) bool {
 	if l.n < maxWaiting {
 		return true

@@ -16,7 +16,7 @@ const MaxHeaderBytes = 32 << 10
 // StreamWindow is the HTTP/2 flow-control window of one request body: the
 // most of a body the server takes in before the handler reads it. A request
 // waiting for the upstream budget has not read its body yet
-// (docs/upstream-budget.md#bounded-memory-while-waiting): with Go's default
+// (docs/upstream-budget.md#waiting-instead-of-refusing): with Go's default
 // of 1 MiB, 200 waiters with stalled uploads grew the process by 230 MB;
 // with 128 KiB by 56 MB, with 64 KiB by 40 MB. Below 64 KiB (the window a
 // client may fill before it has read the server's settings) Go's server

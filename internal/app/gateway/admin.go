@@ -56,7 +56,7 @@ func adminHandler(reg *prometheus.Registry, withPprof bool, ready func() (bool, 
 // to case); any other gets 421 and nothing else. A web page can rebind its
 // own DNS name to a pod's address, and an operator's browser with
 // `kubectl port-forward` open would then read /status.json for it; such a
-// page's requests carry its own name as Host (docs/security.md#the-admin-listener).
+// page's requests carry its own name as Host (docs/security.md#the-admin-listener-answers-only-its-own-names).
 func hostGuard(next http.Handler, allowed []string) http.Handler {
 	names := make(map[string]bool, len(allowed)+1)
 	names["localhost"] = true
