@@ -102,8 +102,8 @@ func (h *Handler) readAuditBody(w *responseWriter, r *http.Request, ex *exchange
 		r.ContentLength > h.opts.MaxBodyBytes {
 		return
 	}
-	if headRefusal(r, true) != nil {
-		return
+	if f := ex.facts.Head; f != nil && f != errMethod {
+		return // the head's framing or size is in doubt (a refused method leaves it sound)
 	}
 	if ascii.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue") {
 		return

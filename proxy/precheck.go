@@ -18,8 +18,8 @@ import (
 // the method's, the head's framing or size is in doubt and the connection
 // closes.
 //
-// readAuditBody passes methodOK true: for it only the other checks count,
-// since a refused method leaves the body's framing sound.
+// It takes the listener's verdict on the head (listener.VerdictOf), so it
+// runs once per request: its result is the request's policy.Facts.Head.
 func headRefusal(r *http.Request, methodOK bool) *route.Error {
 	v := listener.VerdictOf(r)
 	if v.StandIn() {

@@ -57,6 +57,8 @@ func (c *framingConn) endHead(head []byte) bool {
 	// A space in a field name: textproto accepts it, the server then
 	// refuses the name (after Content-Length is judged, so it ranks below).
 	spacedName := false
+	// callerMarker: the caller sent framingMarker itself.
+	callerMarker := false
 	const otherField, teField, clField, hostField, expectField = 0, 1, 2, 3, 4
 	last := otherField
 	for i := 0; ; i++ {
@@ -128,6 +130,11 @@ func (c *framingConn) endHead(head []byte) bool {
 				expect, expectSeen = value, true
 				last = expectField
 			}
+		case ascii.EqualFold(name, refusedMarker):
+			// The caller's own: it refuses its request as it says.
+			return c.refuseHead(verdictNamed(string(value)), first)
+		case ascii.EqualFold(name, framingMarker):
+			callerMarker = true
 		}
 	}
 	if hosts > 1 { // net/http readRequest: "too many Host headers"
@@ -165,6 +172,11 @@ func (c *framingConn) endHead(head []byte) bool {
 		for _, name := range teLines {
 			copy(name, framingMarker) // same length: 17 bytes
 		}
+	}
+	if refuse || callerMarker {
+		c.pushVerdict(RefusedFraming)
+	} else {
+		c.pushVerdict(Passed)
 	}
 	switch {
 	case !refuse && chunked && !http10:

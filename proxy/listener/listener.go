@@ -32,6 +32,7 @@ package listener
 import (
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -87,6 +88,36 @@ type framingConn struct {
 	settled   atomic.Bool
 	refusedAt int64       // output offset of the stand-in request; -1 if none (for tests)
 	linger    atomic.Bool // Close must linger: a head was refused with bytes unread
+
+	// verdicts are the sniffer's verdicts on the heads it handed the
+	// server, in order, not yet taken by their requests' handlers
+	// (VerdictOf). HTTP/1 serves one request of a connection at a time, in
+	// the order of its heads, so the handler of the n-th request takes the
+	// n-th verdict, however far the sniffer has read ahead (pipelining).
+	vmu      sync.Mutex
+	verdicts []Verdict
+}
+
+// pushVerdict records the verdict on the head just handed on.
+func (c *framingConn) pushVerdict(v Verdict) {
+	c.vmu.Lock()
+	c.verdicts = append(c.verdicts, v)
+	c.vmu.Unlock()
+}
+
+// popVerdict takes the verdict on the oldest head not yet taken.
+func (c *framingConn) popVerdict() Verdict {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	if len(c.verdicts) == 0 {
+		return Passed // cannot happen: every head the server reads has its verdict
+	}
+	v := c.verdicts[0]
+	c.verdicts = c.verdicts[1:]
+	if len(c.verdicts) == 0 {
+		c.verdicts = c.verdicts[:0:0] // drop the backing array's consumed front
+	}
+	return v
 }
 
 func newFramingConn(c net.Conn, bufSize int) *framingConn {

@@ -64,13 +64,23 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 
 type connKey struct{}
 
-// withConn puts a framing connection in its requests' contexts, so the
-// handler can ask it whether a body has arrived whole (BodyInMemory).
+// withConn puts a framing connection, plain or under TLS, in its requests'
+// contexts, so the handler can take its head's verdict (VerdictOf) and ask
+// whether a body has arrived whole (BodyInMemory).
 func withConn(ctx context.Context, c net.Conn) context.Context {
-	if fc, ok := c.(*framingConn); ok {
+	switch fc := c.(type) {
+	case *framingConn:
 		return context.WithValue(ctx, connKey{}, fc)
+	case *tlsFramingConn:
+		return context.WithValue(ctx, connKey{}, fc.framingConn)
 	}
 	return ctx
+}
+
+// connOf is r's framing connection, nil when it has none.
+func connOf(r *http.Request) *framingConn {
+	fc, _ := r.Context().Value(connKey{}).(*framingConn)
+	return fc
 }
 
 // PeerClosed reports whether the caller of an HTTP/1 request on a plain
@@ -80,7 +90,7 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 // Waiting instead of refusing) asks this before it takes its turn, so that
 // a departed caller is not counted.
 func PeerClosed(r *http.Request) bool {
-	fc, _ := r.Context().Value(connKey{}).(*framingConn)
+	fc := connOf(r)
 	return fc != nil && r.ProtoMajor == 1 && peerClosed(fc.Conn)
 }
 
@@ -89,6 +99,6 @@ func PeerClosed(r *http.Request) bool {
 // message boundary. Reading such a body cannot block, so it needs no read
 // deadline.
 func BodyInMemory(r *http.Request) bool {
-	fc, _ := r.Context().Value(connKey{}).(*framingConn)
+	fc := connOf(r)
 	return fc != nil && r.ProtoMajor == 1 && fc.bodyInMemory()
 }

@@ -5,11 +5,9 @@ import (
 	"net/http"
 )
 
-// Verdict is what the listener decided about a request's head. It travels
-// in the request itself, as a header the listener writes: the one thing
-// that stays attached to one request when several are pipelined on a
-// connection (the sniffer reads ahead of the server, so a verdict kept on
-// the connection could belong to a later request).
+// Verdict is what the listener decided about a request's head. The sniffer
+// records one per head it hands the server, in order, on the connection;
+// the handler of each request takes its own (VerdictOf).
 type Verdict uint8
 
 // The verdicts. All but Passed and RefusedFraming come with a stand-in
@@ -41,12 +39,15 @@ const (
 // caller's, and the connection ends after it.
 func (v Verdict) StandIn() bool { return v != Passed && v != RefusedFraming }
 
-// refusedMarker is the header of the stand-in request that replaces a head
-// refused outright; its value names the verdict. framingMarker is the name
-// the sniffer writes, byte for byte, over the name of a Transfer-Encoding
-// header it refuses: exactly as long as "Transfer-Encoding", so no other
-// byte of the stream moves. A caller that sends either header itself only
-// refuses its own request.
+// refusedMarker is a header of the stand-in request that replaces a head
+// refused outright, so that the server reads a request there; its value
+// names the verdict. framingMarker is the name the sniffer writes, byte for
+// byte, over the name of a Transfer-Encoding header it refuses, so that the
+// server does not apply it: exactly as long as "Transfer-Encoding", so no
+// other byte of the stream moves. Neither carries the verdict to the
+// handler. The names are the gateway's: a caller that sends either header
+// itself only refuses its own request (the sniffer refuses its head; over
+// HTTP/2, which no sniffer reads, markerVerdict does).
 const (
 	refusedMarker = "X-Faxgate-Refused"
 	framingMarker = "X-Faxgate-Both-Te"
@@ -72,40 +73,61 @@ var markerValue = [...]string{
 	BadExpect:          refusedExpectation,
 }
 
-// VerdictOf returns the listener's verdict on r's head. A refusedMarker
-// whose value is none of the listener's (a caller's own) reads as
-// BadRequestLine.
+// VerdictOf returns the listener's verdict on r's head: for an HTTP/1
+// request on a connection of the listener, the one the sniffer recorded for
+// it. It takes that verdict, so a request's handler calls it once. A request
+// no sniffer read (HTTP/2, or one built without the listener) passes,
+// unless it carries the listener's own header names (markerVerdict).
 func VerdictOf(r *http.Request) Verdict {
-	if vs, ok := r.Header[refusedMarker]; ok {
+	if fc := connOf(r); fc != nil && r.ProtoMajor == 1 {
+		return fc.popVerdict()
+	}
+	return markerVerdict(r.Header)
+}
+
+// markerVerdict is the verdict on a request that carries the listener's
+// header names although the listener did not write them: the refusal
+// refusedMarker's value names (a value of none of the listener's is a
+// malformed request line), or the framing's. A caller that sends them only
+// refuses its own request.
+func markerVerdict(h http.Header) Verdict {
+	if vs, ok := h[refusedMarker]; ok {
 		var v string
 		if len(vs) > 0 {
 			v = vs[0]
 		}
-		switch v {
-		case refusedTooLarge:
-			return HeadTooLarge
-		case refusedVersion:
-			return UnsupportedVersion
-		case refusedHeader:
-			return BadHeader
-		case refusedContentLength:
-			return BadContentLength
-		case refusedExpectation:
-			return BadExpect
-		default:
-			return BadRequestLine
-		}
+		return verdictNamed(v)
 	}
-	if _, ok := r.Header[framingMarker]; ok {
+	if _, ok := h[framingMarker]; ok {
 		return RefusedFraming
 	}
 	return Passed
+}
+
+// verdictNamed is the stand-in verdict a refusedMarker value names;
+// BadRequestLine for a value of none of the listener's.
+func verdictNamed(v string) Verdict {
+	switch v {
+	case refusedTooLarge:
+		return HeadTooLarge
+	case refusedVersion:
+		return UnsupportedVersion
+	case refusedHeader:
+		return BadHeader
+	case refusedContentLength:
+		return BadContentLength
+	case refusedExpectation:
+		return BadExpect
+	default:
+		return BadRequestLine
+	}
 }
 
 // refuse replaces the held head and everything after it with a stand-in
 // request carrying verdict v; line is the head's request line when known.
 // Bytes already released stay as they are.
 func (c *framingConn) refuse(v Verdict, line []byte) {
+	c.pushVerdict(v)
 	stand := standIn(v, line)
 	held := c.ready - c.r
 	nb := make([]byte, held+len(stand))
