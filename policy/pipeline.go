@@ -19,6 +19,9 @@ import (
 	"github.com/faxgate/faxgate/policy/route"
 )
 
+// UnidentifiedCaller is the caller label of a request no caller matched.
+const UnidentifiedCaller = config.UnidentifiedCaller
+
 // Facts are what a request is, as the decisions read it: settled before
 // the first decision, the same whichever configuration decides.
 type Facts struct {
@@ -93,7 +96,7 @@ func (o *Outcome) ReadWhole() bool { return o.Decision.Confirm || o.Decision.Aud
 // request's trace can start once its caller is known (an anonymous
 // client's traceparent is not followed: docs/tracing.md).
 func (r *Rules) Identify(f *Facts, o *Outcome) {
-	o.Caller, o.Route = config.UnidentifiedCaller, "none"
+	o.Caller, o.Route = UnidentifiedCaller, "none"
 	if name, _, ok := r.Identifier.Identify(f.Request); ok {
 		o.Caller, o.Identified = name, true
 	}

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/policy"
 )
 
 // Per-caller activity for the status page (docs/status-page.md): requests
@@ -132,7 +132,7 @@ type activityTable struct {
 
 func newActivityTable(callers []string, prev *activityTable) *activityTable {
 	t := &activityTable{byName: make(map[string]*callerActivity, len(callers)+1)}
-	for _, n := range append(callers[:len(callers):len(callers)], config.UnidentifiedCaller) {
+	for _, n := range append(callers[:len(callers):len(callers)], policy.UnidentifiedCaller) {
 		if _, dup := t.byName[n]; dup {
 			continue
 		}

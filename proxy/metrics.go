@@ -3,7 +3,6 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/route"
 	"github.com/faxgate/faxgate/policy/routetable"
@@ -125,7 +124,7 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 		if !r.Policy.Base(name).Sensitive && name != routetable.NumbersDelete {
 			continue
 		}
-		m.Denied.WithLabelValues(config.UnidentifiedCaller, name, "unidentified_caller")
+		m.Denied.WithLabelValues(policy.UnidentifiedCaller, name, "unidentified_caller")
 		for _, c := range callers {
 			switch d := r.Policy.Decide(c, name); {
 			case !d.Allowed:

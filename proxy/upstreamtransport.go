@@ -8,11 +8,18 @@ import (
 	"net/http"
 	"os"
 	"time"
-
-	"github.com/faxgate/faxgate/internal/config"
 )
 
-// NewTransport builds the upstream transport of the upstream section. It is
+// TransportOptions are the settings of the upstream transport (the
+// upstream section).
+type TransportOptions struct {
+	// CAFile is upstream.ca_file: an extra trust root for the upstream.
+	CAFile string
+	// MaxIdleConns is upstream.max_idle_conns.
+	MaxIdleConns int
+}
+
+// NewTransport builds the upstream transport. It is
 // tuned for one upstream host: every idle connection may go to it,
 // compression is left to the caller (bodies are relayed unchanged), and no
 // proxy is taken from the environment (packages never read it; an
@@ -21,7 +28,7 @@ import (
 // Request bodies go upstream in net/http's own 32 KiB writes: larger ones
 // save the gateway's core but cost the sender as much, and stall the
 // connection with zero windows (docs/performance.md).
-func NewTransport(u config.Upstream) (*http.Transport, error) {
+func NewTransport(u TransportOptions) (*http.Transport, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if u.CAFile != "" {
 		pem, err := os.ReadFile(u.CAFile)

@@ -9,12 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/proxy"
 )
 
 func TestNewTransportTuning(t *testing.T) {
-	tr, err := proxy.NewTransport(config.Upstream{MaxIdleConns: 77})
+	tr, err := proxy.NewTransport(proxy.TransportOptions{MaxIdleConns: 77})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +42,14 @@ func TestNewTransportCAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	without, err := proxy.NewTransport(config.Upstream{MaxIdleConns: 4})
+	without, err := proxy.NewTransport(proxy.TransportOptions{MaxIdleConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (&http.Client{Transport: without}).Get(up.URL); err == nil {
 		t.Errorf("an untrusted upstream certificate was accepted")
 	}
-	with, err := proxy.NewTransport(config.Upstream{MaxIdleConns: 4, CAFile: ca})
+	with, err := proxy.NewTransport(proxy.TransportOptions{MaxIdleConns: 4, CAFile: ca})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func TestNewTransportCAFile(t *testing.T) {
 		{"not PEM", notPEM, "upstream.ca_file: no PEM certificate in " + notPEM},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := proxy.NewTransport(config.Upstream{CAFile: tc.file})
+			_, err := proxy.NewTransport(proxy.TransportOptions{CAFile: tc.file})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}

@@ -141,7 +141,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.transport, err = proxy.NewTransport(cfg.Upstream); err != nil {
+	if g.transport, err = proxy.NewTransport(proxy.TransportOptions{CAFile: cfg.Upstream.CAFile, MaxIdleConns: cfg.Upstream.MaxIdleConns}); err != nil {
 		return nil, err
 	}
 	base, err := url.Parse(cfg.Upstream.BaseURL)
