@@ -65,6 +65,8 @@ type leg struct {
 	guard          guardedBody       // the outgoing request's body, most often
 	tok            *tokencache.Token // the token sent upstream, once an attempt was made
 	noToken        bool              // no valid token could be had for the request
+	template       string            // the route's path template, for the attempts' spans (sampled requests only)
+	took           time.Duration     // from the first attempt to the last answer's head (faxgate_upstream_duration_seconds)
 	upstreamStatus int
 	whole          wholeBody // the upstream response body, when it is read whole
 	traceState               // the 1xx relay's, and whether a connection was had

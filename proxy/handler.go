@@ -178,6 +178,5 @@ func (h *Handler) serve(w *responseWriter, r *http.Request, ex *exchange) *route
 	// removed, so the forward never attempts one and the request is served
 	// as the plain HTTP it also is (curl --http2 offers h2c on every request).
 	delete(r.Header, "Upgrade")
-	ex.pm = h.children.Load().pair(out.Caller, out.Route)
 	return h.forward(w, r, ex)
 }

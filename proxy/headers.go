@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/textproto"
 	"strings"
 
 	"github.com/faxgate/faxgate/policy/routetable"
@@ -102,3 +103,39 @@ func validRequestID(s string) bool {
 	}
 	return true
 }
+
+// outgoingHeader is the header sent upstream: the caller's, minus what
+// the gateway never forwards (strippedRequestHeaders, the identity header,
+// X-Forwarded-*, their underscore spellings) and minus every header the
+// caller's Connection names; plus X-Request-Id, and an empty User-Agent
+// when the caller sent none, so that Go's is not sent. Values are shared
+// with the caller's header, which is not changed afterwards.
+func outgoingHeader(in http.Header, identity string, requestID []string) http.Header {
+	var named map[string]bool
+	for _, f := range in["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				if named == nil {
+					named = make(map[string]bool)
+				}
+				named[http.CanonicalHeaderKey(sf)] = true
+			}
+		}
+	}
+	out := make(http.Header, len(in)+1)
+	for k, vs := range in {
+		if strippedRequestName(k, identity) || named[k] {
+			continue
+		}
+		out[k] = vs
+	}
+	out["X-Request-Id"] = requestID
+	if _, ok := out["User-Agent"]; !ok {
+		out["User-Agent"] = noUserAgent
+	}
+	return out
+}
+
+// noUserAgent is the User-Agent value that makes net/http send none. It is
+// shared, and never written.
+var noUserAgent = []string{""}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,16 +90,28 @@ func (c *metricCache) pair(caller, route string) *pairMetrics {
 	})
 }
 
-// upstreamDuration returns faxgate_upstream_duration_seconds{route}.
-func (p *pairMetrics) upstreamDuration() prometheus.Observer {
-	p.upstreamOnce.Do(func() { p.upstream = p.m.UpstreamDuration.WithLabelValues(p.route) })
-	return p.upstream
-}
-
-// rateLimitRemaining returns faxgate_upstream_ratelimit_remaining{route}.
-func (p *pairMetrics) rateLimitRemaining() prometheus.Gauge {
-	p.remainingOnce.Do(func() { p.remaining = p.m.UpstreamRateLimitRemaining.WithLabelValues(p.route) })
-	return p.remaining
+// answered returns the children of (caller, route) once the forward leg is
+// over, and records what it learnt of the upstream: how long it took to
+// answer (when an attempt was made, l.took) and the X-RateLimit-Remaining
+// of its answer res (nil when none came).
+func (c *metricCache) answered(caller, route string, l *leg, res *http.Response) *pairMetrics {
+	p := c.pair(caller, route)
+	if l.tok != nil {
+		p.upstreamOnce.Do(func() { p.upstream = p.m.UpstreamDuration.WithLabelValues(p.route) })
+		p.upstream.Observe(l.took.Seconds())
+	}
+	if res == nil {
+		return p
+	}
+	// The canonical key, looked up directly: Get would canonicalize
+	// "X-RateLimit-Remaining" into a new string on every response.
+	if vs := res.Header["X-Ratelimit-Remaining"]; len(vs) > 0 && vs[0] != "" {
+		if n, err := strconv.ParseInt(vs[0], 10, 64); err == nil && n >= 0 {
+			p.remainingOnce.Do(func() { p.remaining = p.m.UpstreamRateLimitRemaining.WithLabelValues(p.route) })
+			p.remaining.Set(float64(n))
+		}
+	}
+	return p
 }
 
 // request returns faxgate_requests_total's child for method and status.

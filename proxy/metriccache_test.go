@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/tokencache"
 )
 
 // The cache hands out the vectors' own children: what a request counts
@@ -38,11 +42,15 @@ func TestMetricCacheUsesTheVectorsChildren(t *testing.T) {
 	if n := testutil.CollectAndCount(m.UpstreamDuration); n != 0 {
 		t.Errorf("%d upstream_duration series before an upstream call, want 0", n)
 	}
-	p.rateLimitRemaining().Set(7)
+	// No attempt (no token) and no answer: still no upstream series.
+	if c.answered("svc", "contacts.list", &leg{}, nil) != p || testutil.CollectAndCount(m.UpstreamDuration) != 0 {
+		t.Error("a leg without an attempt made an upstream_duration series, or other children")
+	}
+	res := &http.Response{Header: http.Header{"X-Ratelimit-Remaining": {"7"}}}
+	c.answered("svc", "contacts.list", &leg{tok: &tokencache.Token{}, took: 100 * time.Millisecond}, res)
 	if got := testutil.ToFloat64(m.UpstreamRateLimitRemaining.WithLabelValues("contacts.list")); got != 7 {
 		t.Errorf("ratelimit_remaining = %v, want 7", got)
 	}
-	p.upstreamDuration().Observe(0.1)
 	if n := testutil.CollectAndCount(m.UpstreamDuration); n != 1 {
 		t.Errorf("%d upstream_duration series, want 1", n)
 	}

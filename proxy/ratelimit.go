@@ -6,7 +6,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/faxgate/faxgate/internal/base/ascii"
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
@@ -15,8 +14,6 @@ import (
 // Durations are whole seconds, rounded up, so a client that waits that long
 // is admitted.
 func setRateLimitHeaders(h http.Header, r limit.RateResult) {
-	// One allocation holds the value slices and the digits of numbers too
-	// large for ascii.Itoa's table (a limit of 1,000,000 is not unusual).
 	vals := new(rateLimitValues)
 	v := vals.v[:]
 	v[0], v[1], v[2] = vals.itoa(int64(r.Limit)), vals.itoa(int64(r.Remaining)), vals.itoa(ceilSeconds(r.Reset))
@@ -29,19 +26,17 @@ func setRateLimitHeaders(h http.Header, r limit.RateResult) {
 	}
 }
 
-// rateLimitValues backs one response's rate-limit header values.
+// rateLimitValues backs one response's rate-limit header values: one
+// allocation holds the value slices and their digits.
 type rateLimitValues struct {
 	v      [4]string
 	digits [4 * 20]byte // 20 digits hold any int64 of ours (never negative)
 	used   int
 }
 
-// itoa formats n as ascii.Itoa does, writing large numbers into digits. The
-// string shares digits' memory, which is never written again.
+// itoa formats n into digits. The string shares digits' memory, which is
+// never written again.
 func (rv *rateLimitValues) itoa(n int64) string {
-	if n >= 0 && n < int64(ascii.SmallInts) || rv.used+20 > len(rv.digits) {
-		return ascii.Itoa(n)
-	}
 	b := strconv.AppendInt(rv.digits[rv.used:rv.used], n, 10)
 	rv.used += len(b)
 	return unsafe.String(&b[0], len(b))

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/faxgate/faxgate/policy/route"
@@ -61,7 +64,7 @@ func (t *authTransport) roundTrip(req *http.Request, ex *exchange) (*http.Respon
 			}
 		}
 	}
-	ex.pm.upstreamDuration().Observe(time.Since(start).Seconds())
+	l.took = time.Since(start)
 	if err != nil {
 		return nil, err
 	}
@@ -99,4 +102,66 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 // replayable reports whether req's body can be sent again.
 func replayable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// startAttempt is called just before an upstream attempt (resend: 0 for
+// the first, 1 for the resend after a 401). For a sampled request it
+// starts the attempt's CLIENT span and sends its context upstream as
+// traceparent, so the upstream's parent is that span; for an unsampled
+// one the SERVER span's context goes up, marked not sampled. With tracing
+// off it does nothing, and the caller's traceparent passes through.
+func (t *authTransport) startAttempt(req *http.Request, ex *exchange, resend int) trace.Span {
+	if ex.span == nil {
+		return nil
+	}
+	ctx := req.Context()
+	// The caller's tracestate goes up only as part of a trace it belongs
+	// to: Inject writes it back from the span context, where a valid
+	// traceparent put it; beside an invalid one it is dropped, as W3C
+	// Trace Context asks.
+	delete(req.Header, "Tracestate")
+	if !ex.span.IsRecording() {
+		traceContext.Inject(ctx, headerCarrier(req.Header))
+		return nil
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs,
+		attribute.String("http.request.method", req.Method),
+		attribute.String("server.address", req.URL.Hostname()))
+	if p := req.URL.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err == nil {
+			attrs = append(attrs, attribute.Int("server.port", n))
+		}
+	}
+	name := req.Method
+	if tmpl := ex.leg.template; tmpl != "" {
+		// Never url.full: the query string stays out of traces.
+		attrs = append(attrs, attribute.String("url.template", tmpl))
+		name += " " + tmpl
+	}
+	if resend > 0 {
+		attrs = append(attrs, attribute.Int("http.request.resend_count", resend))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	traceContext.Inject(ctx, headerCarrier(req.Header))
+	return span
+}
+
+// endAttempt ends an attempt's CLIENT span with the upstream's status. A
+// transport error is described by a fixed text: its message would quote
+// the URL, query string included.
+func endAttempt(span trace.Span, resp *http.Response, err error) {
+	if span == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, "no answer from the upstream")
+	default:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(resp.StatusCode))
+		}
+	}
+	span.End()
 }

@@ -5,7 +5,7 @@ package limit
 // its budget. One capability owns it all: the Retry-After holds, the
 // budget's windows, waiting for a turn, and their metrics and spans. A
 // request asks it once (Admit); an upstream answer is reported to it once
-// (Observe).
+// (Answered).
 
 import (
 	"context"
@@ -201,10 +201,10 @@ func (u *Upstream) admitWaiting(ctx context.Context, req AdmitRequest, honour bo
 	return a
 }
 
-// Observe takes what an upstream answer on route says about the budget: a
+// Answered takes what an upstream answer on route says about the budget: a
 // 429 is counted (faxgate_upstream_throttled_total) and, when rules honour
 // it, holds the route for its Retry-After (retryAfter, the header's value).
-func (u *Upstream) Observe(route string, rules *UpstreamRules, status int, retryAfter string) {
+func (u *Upstream) Answered(route string, rules *UpstreamRules, status int, retryAfter string) {
 	if status != 429 {
 		return
 	}
