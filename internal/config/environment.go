@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io/fs"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -54,6 +55,12 @@ func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
 	if u.CAFile != "" {
 		v.pemCertificates("upstream.ca_file", u.CAFile)
 	}
+	if u.ProxyAuthFile != "" {
+		v.proxyAuthFile("upstream.proxy_auth_file", u.ProxyAuthFile)
+	}
+	if u.ProxyURL == ProxyFromEnvironment {
+		v.proxyEnv("upstream.proxy_url", getenv)
+	}
 	if c.UsesRedis() && c.Redis.PasswordEnv != "" {
 		// An empty password is allowed: the variable may be set to "" on
 		// purpose where Redis has none. Unset means the secret is missing.
@@ -102,6 +109,55 @@ func (v *validator) keyFile(path, name string) {
 	b, ok := v.readFile(path, name)
 	if ok && strings.TrimSpace(string(b)) == "" {
 		v.add(path, "%s is empty", v.q(path, name))
+	}
+}
+
+// proxyAuthFile checks the proxy's credentials file as the transport reads
+// it (ParseProxyAuth): "user:password" on one line. Nothing of the content
+// is ever repeated.
+func (v *validator) proxyAuthFile(path, name string) {
+	b, ok := v.readFile(path, name)
+	if !ok {
+		return
+	}
+	if _, _, err := ParseProxyAuth(b); err != nil {
+		v.add(path, "%s %s", v.q(path, name), err.Error())
+	}
+}
+
+// ParseProxyAuth reads upstream.proxy_auth_file's content: "user:password",
+// surrounding white space trimmed. The error never holds the content.
+func ParseProxyAuth(b []byte) (user, password string, err error) {
+	s := strings.TrimSpace(string(b))
+	user, password, ok := strings.Cut(s, ":")
+	switch {
+	case s == "":
+		return "", "", errors.New("is empty")
+	case !ok || user == "":
+		return "", "", errors.New(`does not hold "user:password"`)
+	case strings.ContainsAny(s, "\r\n"):
+		return "", "", errors.New(`holds more than one line; want "user:password"`)
+	}
+	return user, password, nil
+}
+
+// proxyEnv checks the variables upstream.proxy_url "env" reads: each one
+// that is set is a proxy URL as Go's rules read it (http, https or socks5,
+// with a host; a bare host:port is http). The values are never repeated: a
+// proxy URL may hold credentials.
+func (v *validator) proxyEnv(path string, getenv func(string) (string, bool)) {
+	for _, name := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
+		val, ok := getenv(name)
+		if !ok || strings.TrimSpace(val) == "" {
+			continue
+		}
+		if !strings.Contains(val, "://") {
+			val = "http://" + val
+		}
+		u, err := url.Parse(val)
+		if err != nil || u.Hostname() == "" || u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
+			v.add(path, "environment variable %s is not a proxy URL", name)
+		}
 	}
 }
 

@@ -142,7 +142,22 @@ type Upstream struct {
 	CAFile string `yaml:"ca_file"`
 	// MaxIdleConns bounds idle upstream connections. Default 256.
 	MaxIdleConns int `yaml:"max_idle_conns"`
+	// ProxyURL is the forward proxy every upstream request goes through,
+	// /v1/auth included: "" (direct), an http:// or https:// URL of the
+	// proxy (no credentials), or "env" for HTTPS_PROXY, HTTP_PROXY and
+	// NO_PROXY by Go's rules. Default "".
+	ProxyURL string `yaml:"proxy_url"`
+	// ProxyAuthFile is a file holding "user:password" for the proxy
+	// (Basic), re-read when it changes; sent only to the proxy. Default none.
+	ProxyAuthFile string `yaml:"proxy_auth_file"`
+	// RetryUnsent is how many times a request the upstream certainly never
+	// received is sent again (docs/upstream-budget.md). Default 2.
+	RetryUnsent int `yaml:"retry_unsent"`
 }
+
+// ProxyFromEnvironment is upstream.proxy_url's value that takes the proxy
+// from HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+const ProxyFromEnvironment = "env"
 
 // Token configures how the Bearer token is obtained and renewed.
 type Token struct {
@@ -280,6 +295,10 @@ type UpstreamBudget struct {
 	// MaxWaiting bounds the requests waiting at once on one replica; beyond
 	// it a request is refused at once. At least 1. Default 1000.
 	MaxWaiting int `yaml:"max_waiting"`
+	// RetryThrottled waits out an upstream 429 and sends the request again
+	// when the hold ends, when its Retry-After fits in what is left of
+	// max_wait and its body is held; needs max_wait > 0. Default false.
+	RetryThrottled bool `yaml:"retry_throttled"`
 }
 
 // BudgetLimit is one of the vendor's limits: Requests per sliding window Per,
@@ -352,7 +371,7 @@ func Default() Config {
 			TLS:               TLS{Mode: "off", MinVersion: "1.2", ClientAuth: "optional", ACME: ACME{Storage: "file"}},
 		},
 		Admin:    Admin{Listen: "127.0.0.1:9090"},
-		Upstream: Upstream{Timeout: 60 * time.Second, MaxIdleConns: 256},
+		Upstream: Upstream{Timeout: 60 * time.Second, MaxIdleConns: 256, RetryUnsent: 2},
 		Token: Token{
 			Store:         "memory",
 			RefreshBefore: time.Hour,

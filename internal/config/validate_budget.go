@@ -29,6 +29,12 @@ func (v *validator) validateUpstreamBudget(b UpstreamBudget, callers []Caller, s
 	if b.MaxWaiting < 1 {
 		v.add("upstream_budget.max_waiting", "must be at least 1, got %s", v.qint("upstream_budget.max_waiting", int64(b.MaxWaiting)))
 	}
+	if b.RetryThrottled && b.MaxWait <= 0 {
+		v.add("upstream_budget.retry_throttled", "needs upstream_budget.max_wait above 0: a vendor 429 is waited out within it")
+	}
+	if b.RetryThrottled && !b.HonorRetryAfter {
+		v.add("upstream_budget.retry_throttled", "needs upstream_budget.honor_retry_after: the request waits for its route's hold to end")
+	}
 	seen := map[string]bool{}
 	for i, l := range b.Limits {
 		p := fmt.Sprintf("upstream_budget.limits[%d]", i)

@@ -18,6 +18,43 @@ func (v *validator) validateUpstream(u Upstream) {
 	if u.MaxIdleConns < 0 {
 		v.add("upstream.max_idle_conns", "must not be negative, got %s", v.qint("upstream.max_idle_conns", int64(u.MaxIdleConns)))
 	}
+	if u.ProxyURL != "" && u.ProxyURL != ProxyFromEnvironment {
+		v.proxyURL("upstream.proxy_url", u.ProxyURL)
+	}
+	v.file("upstream.proxy_auth_file", u.ProxyAuthFile)
+	if u.ProxyAuthFile != "" && u.ProxyURL == "" {
+		v.add("upstream.proxy_auth_file", "needs upstream.proxy_url: the credentials are for a proxy")
+	}
+	if u.RetryUnsent < 0 || u.RetryUnsent > maxRetryUnsent {
+		v.add("upstream.retry_unsent", "must be 0 to %d, got %s", maxRetryUnsent, v.qint("upstream.retry_unsent", int64(u.RetryUnsent)))
+	}
+}
+
+// maxRetryUnsent bounds upstream.retry_unsent: every resend waits a backoff
+// within upstream.timeout, so more than a few only postpone the 502.
+const maxRetryUnsent = 10
+
+// proxyURL checks upstream.proxy_url: an http or https URL of a proxy,
+// host and port, with nothing else. Credentials go in proxy_auth_file,
+// where no log or page can show them; a URL that holds some is never
+// echoed.
+func (v *validator) proxyURL(path, s string) {
+	u, err := url.Parse(s)
+	if err == nil && u.User != nil || strings.Contains(s, "@") {
+		v.add(path, "must not contain credentials (user:password@); put them in upstream.proxy_auth_file")
+		return
+	}
+	qs := v.q(path, s)
+	switch {
+	case err != nil:
+		v.add(path, "invalid URL %s", qs)
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(path, `%s is not an http or https URL of a proxy, or "env"`, qs)
+	case u.Hostname() == "":
+		v.add(path, "%s has no host", qs)
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		v.add(path, "%s must be the proxy's scheme, host and port only", qs)
+	}
 }
 
 // baseURL checks the upstream's {base_url}: an absolute http(s) URL with a
