@@ -63,6 +63,7 @@ func (l accessLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("bytes_in", ex.leg.body.n)
 	enc.AddInt64("bytes_out", ex.w.bytes)
 	enc.AddInt("upstream_status", ex.leg.upstreamStatus)
+	enc.AddInt("attempts", ex.leg.attempts)
 	enc.AddString("error", ex.code)
 	if ex.hasID {
 		trace, span := ex.idStrings()
@@ -100,6 +101,8 @@ func appendAccessLine(b []byte, now time.Time, ex *exchange) []byte {
 	b = strconv.AppendInt(b, ex.w.bytes, 10)
 	b = append(b, `,"upstream_status":`...)
 	b = strconv.AppendInt(b, int64(ex.leg.upstreamStatus), 10)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(ex.leg.attempts), 10)
 	b = append(b, `,"error":"`...)
 	b = appendJSONString(b, ex.code)
 	if ex.hasID {

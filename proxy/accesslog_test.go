@@ -45,10 +45,10 @@ func accessLines(t testing.TB, now time.Time, f proxy.AccessFields) (fast, viaZa
 func TestAccessLineFormat(t *testing.T) {
 	const want = `{"level":"info","ts":"2026-11-26T01:02:03.4506Z","logger":"access","msg":"request",` +
 		`"request_id":"0a1b2c3d","caller":"billing","route":"contacts.list","method":"POST","status":200,` +
-		`"duration_ms":2001.234,"wait_ms":2000,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"error":""}` + "\n"
+		`"duration_ms":2001.234,"wait_ms":2000,"bytes_in":55,"bytes_out":1100,"upstream_status":200,"attempts":1,"error":""}` + "\n"
 	now := time.Date(2026, 11, 26, 1, 2, 3, 450600000, time.UTC)
 	fast, z := accessLines(t, now, proxy.AccessFields{ID: "0a1b2c3d", Caller: "billing", Route: "contacts.list", Method: "POST",
-		Status: 200, UpstreamStatus: 200, Elapsed: 2001234 * time.Microsecond, Waited: 2 * time.Second, BytesIn: 55, BytesOut: 1100})
+		Status: 200, UpstreamStatus: 200, Attempts: 1, Elapsed: 2001234 * time.Microsecond, Waited: 2 * time.Second, BytesIn: 55, BytesOut: 1100})
 	if fast != want || z != want {
 		t.Errorf("access line\n got: %s     zap: %s    want: %s", fast, z, want)
 	}

@@ -8,10 +8,10 @@ import (
 
 // AccessFields are an access line's values, for tests outside the package.
 type AccessFields struct {
-	ID, Caller, Route, Method, Code string
-	Status, UpstreamStatus          int
-	Elapsed, Waited                 time.Duration
-	BytesIn, BytesOut               int64
+	ID, Caller, Route, Method, Code  string
+	Status, UpstreamStatus, Attempts int
+	Elapsed, Waited                  time.Duration
+	BytesIn, BytesOut                int64
 	// TraceID and SpanID, when not zero, are the line's trace_id and
 	// span_id (a span ID only with a trace ID, as the handler sets them).
 	TraceID [16]byte
@@ -21,7 +21,7 @@ type AccessFields struct {
 func (f AccessFields) exchange() *exchange {
 	ex := &exchange{id: f.ID, method: f.Method, code: f.Code, status: f.Status, elapsed: f.Elapsed}
 	ex.out.Caller, ex.out.Route, ex.out.Admission.Waited = f.Caller, f.Route, f.Waited
-	ex.leg.upstreamStatus = f.UpstreamStatus
+	ex.leg.upstreamStatus, ex.leg.attempts = f.UpstreamStatus, f.Attempts
 	ex.leg.body.n, ex.w.bytes = f.BytesIn, f.BytesOut
 	ex.traceID, ex.spanID, ex.hasID = f.TraceID, f.SpanID, f.TraceID != [16]byte{}
 	return ex

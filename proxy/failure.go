@@ -19,8 +19,9 @@ type failure uint8
 
 const (
 	// failUnsent: no connection to the upstream (or its proxy) was had:
-	// the dial was refused or failed, the TLS handshake failed, the proxy
-	// refused the tunnel. The upstream certainly never saw the request.
+	// the dial was refused or failed, the TLS handshake failed; or the
+	// egress proxy refused the tunnel or the request. The upstream
+	// certainly never saw the request.
 	failUnsent failure = iota
 	// failMaybeSent: a connection was had and the exchange broke off (a
 	// reset, an early close) before an answer's head: the upstream may
@@ -58,7 +59,7 @@ func classify(ex *exchange, err error) failure {
 		return failDeadline
 	case l.up.caller != nil && l.up.caller.Err() != nil:
 		return failCallerGone
-	case !l.connected.Load():
+	case unsent(l, err):
 		return failUnsent
 	default:
 		return failMaybeSent

@@ -34,6 +34,9 @@ type Options struct {
 	ResendBufferBytes int64
 	ReadTimeout       time.Duration // longest pause between two reads of a request body
 	UpstreamTimeout   time.Duration
+	// RetryUnsent is upstream.retry_unsent: how many times a request the
+	// upstream certainly never received is sent again (transport.go).
+	RetryUnsent int
 	Metrics           *Metrics
 	Logger            *zap.Logger
 	// Admission is upstream admission (docs/upstream-budget.md): the
@@ -81,7 +84,8 @@ func New(o Options) *Handler {
 		deadlines: newDeadlines(o.UpstreamTimeout),
 		log:       o.Logger.Named("access"),
 		errlog:    o.Logger.Named("forward"),
-		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics, tracer: o.Tracer},
+		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics, tracer: o.Tracer,
+			retryUnsent: o.RetryUnsent},
 		bufs:      newBufferPool(),
 		audit:     o.AuditLogger,
 		basePath:  strings.TrimSuffix(o.Upstream.Path, "/"),

@@ -26,6 +26,14 @@ type Metrics struct {
 	// resent (streamed without a copy); route.
 	Upstream401Unretried       *prometheus.CounterVec
 	UpstreamRateLimitRemaining *prometheus.GaugeVec // route: the last X-RateLimit-Remaining
+	// UpstreamRetries counts requests sent again for a reason other than a
+	// 401: unsent (the upstream never received it), reset (a bodiless GET
+	// whose connection broke off), throttled (a vendor 429 waited out);
+	// route, reason.
+	UpstreamRetries *prometheus.CounterVec
+	// UpstreamProxyErrors counts the egress proxy's failures: unreachable,
+	// auth (407), refused; reason. Series only with a proxy configured.
+	UpstreamProxyErrors *prometheus.CounterVec
 }
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
@@ -74,8 +82,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The last X-RateLimit-Remaining the upstream sent on a route.",
 		}, []string{"route"}),
 	}
+	m.UpstreamRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "faxgate_upstream_retries_total",
+		Help: "Requests sent upstream again, by route and reason: unsent (the upstream never received it), reset (a bodiless GET whose connection broke off), throttled (a vendor 429 waited out).",
+	}, []string{"route", "reason"})
+	m.UpstreamProxyErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "faxgate_upstream_proxy_errors_total",
+		Help: "Failures of the egress proxy (upstream.proxy_url), requests and token renewals alike, by reason: unreachable, auth (407), refused.",
+	}, []string{"reason"})
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
-		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamRateLimitRemaining)
+		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamRateLimitRemaining, m.UpstreamRetries, m.UpstreamProxyErrors)
 	return m
 }
 
@@ -95,6 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 //	faxgate_denied_total{caller,route,reason}          (C+1)·S  (one reason per caller and sensitive route)
 //	faxgate_rate_limited_total{caller}                 C
 //	faxgate_upstream_401_retries_total{route}          R
+//	faxgate_upstream_retries_total{route,reason}       2R (unsent, throttled)
 //
 // and upstream admission's (limit.Metrics.StartSeries), with L
 // upstream_budget limits:
@@ -117,6 +134,8 @@ func (m *Metrics) startSeries(r *policy.Rules) {
 			continue
 		}
 		m.Upstream401Retries.WithLabelValues(name)
+		m.UpstreamRetries.WithLabelValues(name, retryUnsent)
+		m.UpstreamRetries.WithLabelValues(name, retryThrottled)
 		// The sensitive routes (FaxgateSensitiveRouteDenied and its panel
 		// select numbers.delete, sensitive by default): for each caller the
 		// reason policy itself refuses it with there. Other reasons

@@ -126,6 +126,7 @@ type replayBody struct {
 	eof    bool  // the whole body was read and copied
 	closed bool  // the first attempt's body is closed
 	refs   int   // readers still using the chunks: handler, first attempt, resend
+	read   bool  // a Read happened: the caller's body is no longer whole
 }
 
 func newReplayBody(src io.ReadCloser, pool *replayPool, max int64) *replayBody {
@@ -133,6 +134,9 @@ func newReplayBody(src io.ReadCloser, pool *replayPool, max int64) *replayBody {
 }
 
 func (b *replayBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.read = true
+	b.mu.Unlock()
 	n, err := b.src.Read(p)
 	b.mu.Lock()
 	if b.keep && n > 0 {
@@ -212,6 +216,14 @@ func (b *replayBody) unrefLocked() {
 	if b.refs--; b.refs == 0 && b.keep {
 		b.dropLocked()
 	}
+}
+
+// untouched reports whether nothing of the caller's body was read yet: an
+// attempt that had no connection can send the body itself again.
+func (b *replayBody) untouched() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.read
 }
 
 // getBody is the request's GetBody: a reader over the whole copy, only when

@@ -43,6 +43,10 @@ func (h *Handler) send(r *http.Request, ex *exchange, ctx context.Context) (*htt
 	out.Trailer = nil
 	out.Header = outgoingHeader(r.Header, ex.rules.IdentityHeader, ex.idHeader[:])
 	switch {
+	case l.attempts > 0:
+		// Sent again after a vendor 429 (throttled.go): a fresh reader over
+		// the body the gateway holds, or none.
+		out.Body, l.resend = l.resend, nil
 	case r.ContentLength == 0:
 		// No body: nil, so the transport may retry on a connection the
 		// upstream closed first.

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,10 +24,11 @@ var errNoToken = errors.New("no valid upstream token")
 // is invalidated (if still current) and the request is resent once with a
 // new token when its body can be replayed.
 type authTransport struct {
-	next    http.RoundTripper
-	tokens  tokencache.Source
-	metrics *Metrics
-	tracer  trace.Tracer // nil when tracing is off (trace.go)
+	next        http.RoundTripper
+	tokens      tokencache.Source
+	metrics     *Metrics
+	tracer      trace.Tracer // nil when tracing is off (trace.go)
+	retryUnsent int          // upstream.retry_unsent
 }
 
 // roundTrip sends req, the outgoing request of ex, with the current token.
@@ -43,10 +46,8 @@ func (t *authTransport) roundTrip(req *http.Request, ex *exchange) (*http.Respon
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
 	l.tok = tok
-	span := t.startAttempt(req, ex, 0)
 	start := time.Now()
-	resp, err := t.next.RoundTrip(req)
-	endAttempt(span, resp, err)
+	resp, err := t.attempt(req, ex)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized && ex.out.Target.Route != route.RouteAuth {
 		if t.tokens.Invalidate(tok) {
 			resent := false
@@ -93,10 +94,112 @@ func (t *authTransport) resend(req *http.Request, first *http.Response, ex *exch
 	r2.Header["Authorization"] = tok.HeaderValues()
 	ex.leg.tok = tok
 	t.metrics.Upstream401Retries.WithLabelValues(ex.out.Route).Inc()
-	span := t.startAttempt(r2, ex, 1)
-	resp, err := t.next.RoundTrip(r2)
-	endAttempt(span, resp, err)
+	resp, err := t.attempt(r2, ex)
 	return resp, err, true
+}
+
+// attempt sends req once, and again, up to upstream.retry_unsent times, while
+// the upstream certainly never received it (unsent: no connection was had,
+// or the egress proxy refused) and its body can be sent again, after a short
+// jittered backoff that stays within upstream.timeout. A GET without a body
+// that may have been received (its connection broke off before an answer)
+// is sent again once: reading is safe to repeat. Nothing else is resent here
+// (docs/upstream-budget.md#requests-the-vendor-never-saw). Each attempt is a
+// CLIENT span of its own.
+func (t *authTransport) attempt(req *http.Request, ex *exchange) (*http.Response, error) {
+	l := &ex.leg
+	retries, resetRetried := 0, false
+	for {
+		l.connected.Store(false)
+		l.attempts++
+		span := t.startAttempt(req, ex, l.attempts-1)
+		resp, err := t.next.RoundTrip(req)
+		endAttempt(span, resp, err)
+		if err == nil {
+			return resp, nil
+		}
+		reason := ""
+		switch {
+		case req.Context().Err() != nil:
+		case unsent(l, err) && retries < t.retryUnsent:
+			reason, retries = retryUnsent, retries+1
+		case !resetRetried && readOnly(req) && l.connected.Load():
+			reason, resetRetried = retryReset, true
+		}
+		if reason == "" {
+			return nil, err
+		}
+		next, ok := again(req, l)
+		if !ok || !backoff(req.Context(), retries) {
+			return nil, err
+		}
+		t.metrics.UpstreamRetries.WithLabelValues(ex.out.Route, reason).Inc()
+		req = next
+	}
+}
+
+// The reasons of faxgate_upstream_retries_total.
+const (
+	retryUnsent    = "unsent"    // the upstream certainly never received the request
+	retryReset     = "reset"     // a bodiless GET whose connection broke off, sent again once
+	retryThrottled = "throttled" // a vendor 429 waited out (forward.go)
+)
+
+// unsent reports whether the attempt that failed with err certainly never
+// reached the upstream: no connection was had for it (the dial was refused
+// or failed, the TLS handshake failed), or the egress proxy refused it.
+func unsent(l *leg, err error) bool {
+	var refused *ProxyRefusedError
+	return errors.As(err, &refused) || !l.connected.Load()
+}
+
+// readOnly reports whether req is a GET or HEAD without a body: sending it
+// twice changes nothing upstream.
+func readOnly(req *http.Request) bool {
+	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
+		(req.Body == nil || req.Body == http.NoBody)
+}
+
+// again is req to send once more, with its body from the start: none, a
+// fresh reader over the copy the gateway holds (GetBody), or, for a body
+// that streams with a copy and was never read (the attempt had no
+// connection), the caller's body itself behind a new guard. ok is false
+// when the body cannot be sent again.
+func again(req *http.Request, l *leg) (*http.Request, bool) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, true
+	}
+	r2 := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			r2.Body = body
+			return r2, true
+		}
+	}
+	if l.replay != nil && l.replay.untouched() {
+		r2.Body = &guardedBody{rc: l.guard.rc}
+		return r2, true
+	}
+	return nil, false
+}
+
+// backoff waits before resend n (1, 2, ...): 25 ms doubling, at most 400 ms,
+// half of it random, unless the wait would pass the exchange's deadline; it
+// reports whether the resend may go.
+func backoff(ctx context.Context, n int) bool {
+	d := min(25*time.Millisecond<<max(n-1, 0), 400*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // replayable reports whether req's body can be sent again.

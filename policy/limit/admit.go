@@ -34,6 +34,9 @@ type UpstreamRules struct {
 	// refuses waits for its turn instead (Waitlist).
 	MaxWait    time.Duration
 	MaxWaiting int
+	// RetryThrottled: a vendor 429 is waited out and the request sent
+	// again when it fits in max_wait (the request path's part: its body).
+	RetryThrottled bool
 }
 
 // CompileUpstream compiles the upstream_budget section around budget, the
@@ -44,7 +47,7 @@ func CompileUpstream(b config.UpstreamBudget, budget Budget) UpstreamRules {
 		names = append(names, l.Name)
 	}
 	return UpstreamRules{Budget: budget, Limits: names, HonorRetryAfter: b.HonorRetryAfter, MaxHold: b.MaxHold,
-		MaxWait: b.MaxWait, MaxWaiting: b.MaxWaiting}
+		MaxWait: b.MaxWait, MaxWaiting: b.MaxWaiting, RetryThrottled: b.RetryThrottled}
 }
 
 // Departure tells whether a request's caller has left. A request whose body
@@ -61,6 +64,11 @@ type AdmitRequest struct {
 	Rules         *UpstreamRules
 	// Departure, when set, is asked before each turn of a wait.
 	Departure Departure
+	// Resend: the vendor answered the request 429 and it waits out the
+	// hold to be sent again (upstream_budget.retry_throttled): it takes
+	// the head of its route's hold queue, and waits at most MaxWait.
+	Resend  bool
+	MaxWait time.Duration
 }
 
 // Admission is Admit's answer.
@@ -170,7 +178,10 @@ func (u *Upstream) admitWaiting(ctx context.Context, req AdmitRequest, honour bo
 	rules := req.Rules
 	keys, reserved, first := WaitKeys(rules.Budget, req.Caller, req.Route, honour)
 	wr := WaitRequest{Caller: req.Caller, MaxWait: rules.MaxWait, MaxWaiting: rules.MaxWaiting,
-		Keys: keys, Reserved: reserved, First: first}
+		Keys: keys, Reserved: reserved, First: first, Head: req.Resend}
+	if req.Resend {
+		wr.MaxWait = req.MaxWait
+	}
 	waitCtx := ctx
 	var cancel context.CancelFunc
 	if req.Departure != nil {

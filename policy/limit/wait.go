@@ -79,6 +79,9 @@ type WaitRequest struct {
 	// First puts the request ahead of callers without a reserve in a
 	// hold's queue.
 	First bool
+	// Head puts the request at the head of a hold's queue, ahead of every
+	// other waiter: it was sent once, and the vendor's 429 made the hold.
+	Head bool
 }
 
 // WaitKeys are the queues a request of caller to route counts in under b
@@ -162,6 +165,8 @@ type waiter struct {
 	seq      uint64
 	prio     bool // the caller holds a reserve where the request counts
 	first    bool // prio, in a hold's queue: it goes ahead of callers without a reserve
+	resend   bool // a request the vendor refused, waiting out the hold it made
+	head     bool // resend, in a hold's queue: it goes ahead of everyone
 	trying   bool // it is asking now: neither pruned nor drained meanwhile
 	caller   string
 	deadline time.Time
@@ -207,7 +212,7 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide Decide) (Out
 		join = q
 		break
 	}
-	w := &waiter{prio: r.First, caller: r.Caller, deadline: deadline, kick: make(chan struct{}, 1)}
+	w := &waiter{prio: r.First, resend: r.Head, caller: r.Caller, deadline: deadline, kick: make(chan struct{}, 1)}
 	if join == nil {
 		l.mu.Unlock()
 		out := decide(ctx, reserveOnly)
@@ -333,9 +338,12 @@ func (l *Waitlist) queue(key string) *waitQueue {
 	return q
 }
 
-// before orders waiters: callers with a reserve first (hold queues only
-// set it), then oldest first.
+// before orders waiters: resends first, then callers with a reserve (hold
+// queues only set either), then oldest first.
 func before(a, b *waiter) bool {
+	if a.head != b.head {
+		return a.head
+	}
 	if a.first != b.first {
 		return a.first
 	}
@@ -345,7 +353,8 @@ func before(a, b *waiter) bool {
 // insert places w in q by order; a new head takes over the old head's next
 // try unless it knows its own, and the old head is told it no longer leads.
 func (l *Waitlist) insert(q *waitQueue, w *waiter) {
-	w.first = w.prio && strings.HasPrefix(q.key, "hold\x00")
+	hold := strings.HasPrefix(q.key, "hold\x00")
+	w.first, w.head = w.prio && hold, w.resend && hold
 	i := sort.Search(len(q.ws), func(i int) bool { return before(w, q.ws[i]) })
 	q.ws = append(q.ws, nil)
 	copy(q.ws[i+1:], q.ws[i:])

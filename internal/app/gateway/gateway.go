@@ -72,6 +72,17 @@ type Deps struct {
 	// TLSPollEvery is how often server.tls.cert_file/key_file are checked
 	// for a change (servertls.Options.PollEvery).
 	TLSPollEvery time.Duration
+	// FileWatchEvery is how often upstream.api_key_file and
+	// upstream.proxy_auth_file are checked for a rotation (keyWatchEvery).
+	FileWatchEvery time.Duration
+}
+
+// fileWatchEvery is d's FileWatchEvery, or keyWatchEvery.
+func (d Deps) fileWatchEvery() time.Duration {
+	if d.FileWatchEvery > 0 {
+		return d.FileWatchEvery
+	}
+	return keyWatchEvery
 }
 
 // Gateway is an assembled gateway: built by New, served by Run.
@@ -96,6 +107,8 @@ type Gateway struct {
 	deps      Deps
 	log       Logs
 	transport *http.Transport
+	upstream  http.RoundTripper // transport, through the egress proxy when there is one
+	proxyAuth *proxyAuth        // the egress proxy's credentials, when a file holds them
 	redis     redis.UniversalClient // nil unless cfg.UsesRedis()
 	keyWatch  *tokencache.KeyWatcher
 	traces    *sdktrace.TracerProvider // nil with tracing off
@@ -144,6 +157,13 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	if g.transport, err = proxy.NewTransport(proxy.TransportOptions{CAFile: cfg.Upstream.CAFile, MaxIdleConns: cfg.Upstream.MaxIdleConns}); err != nil {
 		return nil, err
 	}
+	egress, err := g.egressOptions(cfg.Upstream, d.Getenv, log.Named("egress"))
+	if err != nil {
+		return nil, err
+	}
+	// Every upstream request and token renewal goes this way: through the
+	// egress proxy when one is configured, straight to the transport when not.
+	g.upstream = proxy.WithEgress(g.transport, egress)
 	base, err := url.Parse(cfg.Upstream.BaseURL)
 	if err != nil { // validated by config; kept so a caller skipping it fails cleanly
 		return nil, fmt.Errorf("upstream.base_url: %w", err)
@@ -199,7 +219,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 
 	var keyChanged <-chan struct{}
 	if cfg.Upstream.APIKeyFile != "" {
-		g.keyWatch = tokencache.NewKeyWatcher(cfg.Upstream.APIKeyFile, keyWatchEvery, d.Clock, log.Named("token"))
+		g.keyWatch = tokencache.NewKeyWatcher(cfg.Upstream.APIKeyFile, d.fileWatchEvery(), d.Clock, log.Named("token"))
 		g.keyWatch.Panics = g.Metrics.countPanic
 		keyChanged = g.keyWatch.Changed()
 	}
@@ -207,7 +227,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Shared:        shared,
 		KeyChanged:    keyChanged,
 		LeaseTTL:      d.TokenLeaseTTL,
-		Fetcher:       tokencache.NewClient(cfg.Upstream.BaseURL, g.transport, cfg.Upstream.Timeout, key, d.Clock),
+		Fetcher:       tokencache.NewClient(cfg.Upstream.BaseURL, g.upstream, cfg.Upstream.Timeout, key, d.Clock),
 		Clock:         d.Clock,
 		RefreshBefore: cfg.Token.RefreshBefore,
 		RetryMin:      cfg.Token.RetryMin,
@@ -252,7 +272,8 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	g.reloads.loaded(cfg, d.Clock.Now(), "start", nil)
 	g.Handler = proxy.New(proxy.Options{
 		Upstream:          base,
-		Transport:         g.transport,
+		Transport:         g.upstream,
+		RetryUnsent:       cfg.Upstream.RetryUnsent,
 		Tokens:            g.Tokens,
 		Rules:             rules,
 		Admission:         g.Admission,
@@ -312,6 +333,10 @@ func (g *Gateway) Close() error {
 	g.release()
 	return nil
 }
+
+// CloseIdleConnections closes the idle upstream connections: the next
+// request dials again (through the egress proxy, when there is one).
+func (g *Gateway) CloseIdleConnections() { g.transport.CloseIdleConnections() }
 
 // release frees what New acquired; Run and Close both call it.
 func (g *Gateway) release() {

@@ -35,7 +35,7 @@ type Metrics struct {
 // faxgate_background_panics_total: each exists at 0 from the start, so that
 // FaxgateBackgroundLoopPanicked fires on the first panic.
 // TestBackgroundLoopsAreKnown keeps the list and the code in step.
-var backgroundLoops = []string{"config_reload", "key_watch", "tls_acme_metrics", "tls_cert_watch",
+var backgroundLoops = []string{"config_reload", "key_watch", "proxy_auth_reload", "tls_acme_metrics", "tls_cert_watch",
 	"token_lease", "token_renewal", "token_updates", "upstream_hold_poll", "upstream_hold_publish"}
 
 // newMetrics creates every collector and registers it on reg.

@@ -141,6 +141,9 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	if g.keyWatch != nil {
 		goLoop(g.keyWatch.Run)
 	}
+	if g.proxyAuth != nil {
+		goLoop(func(ctx context.Context) { g.proxyAuth.run(ctx, g.Metrics.countPanic) })
+	}
 	if g.tls != nil {
 		goLoop(g.tls.Run)
 	}

@@ -42,6 +42,9 @@ type Options struct {
 	Config string
 	// UpstreamTimeout is upstream.timeout; default 5s.
 	UpstreamTimeout time.Duration
+	// UpstreamYAML is more of the upstream section, which the harness
+	// writes ("  proxy_url: ...\n"), indented as keys of it.
+	UpstreamYAML string
 	// TokenTTL is the simulator's token lifetime; default 24h.
 	TokenTTL time.Duration
 	// Wrap, when set, wraps the simulator's handler (to misbehave on purpose).
@@ -229,6 +232,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		RedisOpTimeout:   500 * time.Millisecond,
 		RateLimitTimeout: o.RateLimitTimeout,
 		TLSPollEvery:     tlsPoll(o),
+		FileWatchEvery:   50 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
@@ -278,8 +282,8 @@ func Start(t testing.TB, o Options) *Gateway {
 // section, then config, with the harness's server.tls and Redis and, for a
 // config file, the loopback listen addresses.
 func buildYAML(o Options, upstream, config string) string {
-	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s",
-		upstream, o.UpstreamTimeout, config)
+	yaml := fmt.Sprintf("upstream:\n  base_url: %q\n  api_key_env: FG_TEST_KEY\n  timeout: %s\n%s%s",
+		upstream, o.UpstreamTimeout, o.UpstreamYAML, config)
 	if o.TLS != nil {
 		tlsYAML := fmt.Sprintf("  tls:\n    mode: files\n    cert_file: %q\n    key_file: %q\n", o.TLS.CertFile, o.TLS.KeyFile)
 		if o.TLS.ClientCAFile != "" {
