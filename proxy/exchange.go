@@ -64,14 +64,14 @@ type leg struct {
 	began          time.Time          // when the upstream leg's deadline began
 	spent          time.Duration      // the exchange's time before it began (a body read, an earlier attempt)
 	resend         io.ReadCloser      // the body of a request sent again after a vendor 429 (throttled.go)
-	up             upstreamCtx       // deadline's base: see deadlines
-	outURL         url.URL           // the outgoing request's URL
-	guard          guardedBody       // the outgoing request's body, most often
-	tok            *tokencache.Token // the token sent upstream, once an attempt was made
-	noToken        bool              // no valid token could be had for the request
-	attempts       int               // upstream attempts made: a 401 resend and every retry count (the access line's attempts)
-	template       string            // the route's path template, for the attempts' spans (sampled requests only)
-	took           time.Duration     // from the first attempt to the last answer's head (faxgate_upstream_duration_seconds)
+	up             upstreamCtx        // deadline's base: see deadlines
+	outURL         url.URL            // the outgoing request's URL
+	guard          guardedBody        // the outgoing request's body, most often
+	tok            *tokencache.Token  // the token sent upstream, once an attempt was made
+	noToken        bool               // no valid token could be had for the request
+	attempts       int                // upstream attempts made: a 401 resend and every retry count (the access line's attempts)
+	template       string             // the route's path template, for the attempts' spans (sampled requests only)
+	took           time.Duration      // from the first attempt to the last answer's head (faxgate_upstream_duration_seconds)
 	upstreamStatus int
 	whole          wholeBody // the upstream response body, when it is read whole
 	traceState               // the 1xx relay's, and whether a connection was had

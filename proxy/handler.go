@@ -37,8 +37,8 @@ type Options struct {
 	// RetryUnsent is upstream.retry_unsent: how many times a request the
 	// upstream certainly never received is sent again (transport.go).
 	RetryUnsent int
-	Metrics           *Metrics
-	Logger            *zap.Logger
+	Metrics     *Metrics
+	Logger      *zap.Logger
 	// Admission is upstream admission (docs/upstream-budget.md): the
 	// Retry-After holds, the budget, waiting for a turn; it hears every
 	// upstream answer's word on the budget. nil admits every request.
@@ -86,10 +86,10 @@ func New(o Options) *Handler {
 		errlog:    o.Logger.Named("forward"),
 		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics, tracer: o.Tracer,
 			retryUnsent: o.RetryUnsent},
-		bufs:      newBufferPool(),
-		audit:     o.AuditLogger,
-		basePath:  strings.TrimSuffix(o.Upstream.Path, "/"),
-		tracer:    o.Tracer,
+		bufs:     newBufferPool(),
+		audit:    o.AuditLogger,
+		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
+		tracer:   o.Tracer,
 	}
 	if h.audit == nil {
 		h.audit = o.Logger.Named("audit")

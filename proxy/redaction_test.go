@@ -525,10 +525,10 @@ routes:
 	g.Do(t, "POST", "/v1/faxes/xyz789", `{}`)
 
 	allowed := map[string]map[string]bool{
-		"caller":    set("unidentified"),
-		"route":     set("unmatched", "none"),
-		"method":    set("GET", "POST", "PATCH", "PUT", "DELETE", "other"),
-		"reason":    set("invalid_path", "invalid_request", "unidentified_caller", "forbidden", "auth_managed", "unknown_route", "request_timeout", "method_not_allowed", "body_too_large", "confirmation_required", "headers_too_large", "rate_limited", "upstream_unavailable", "token_unavailable", "upstream_timeout", "http_version_not_supported",
+		"caller": set("unidentified"),
+		"route":  set("unmatched", "none"),
+		"method": set("GET", "POST", "PATCH", "PUT", "DELETE", "other"),
+		"reason": set("invalid_path", "invalid_request", "unidentified_caller", "forbidden", "auth_managed", "unknown_route", "request_timeout", "method_not_allowed", "body_too_large", "confirmation_required", "headers_too_large", "rate_limited", "upstream_unavailable", "token_unavailable", "upstream_timeout", "http_version_not_supported",
 			"unsent", "reset", "throttled", "unreachable", "auth", "refused"),
 		"result":    set("ok", "error", "invalid_key"),
 		"version":   set("test"),

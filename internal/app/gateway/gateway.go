@@ -107,8 +107,8 @@ type Gateway struct {
 	deps      Deps
 	log       Logs
 	transport *http.Transport
-	upstream  http.RoundTripper // transport, through the egress proxy when there is one
-	proxyAuth *proxyAuth        // the egress proxy's credentials, when a file holds them
+	upstream  http.RoundTripper     // transport, through the egress proxy when there is one
+	proxyAuth *proxyAuth            // the egress proxy's credentials, when a file holds them
 	redis     redis.UniversalClient // nil unless cfg.UsesRedis()
 	keyWatch  *tokencache.KeyWatcher
 	traces    *sdktrace.TracerProvider // nil with tracing off
