@@ -201,6 +201,9 @@ func NewBudget(cfg *config.Config, routes []string, now func() time.Time, d Deps
 	if len(cfg.UpstreamBudget.Limits) == 0 {
 		return nil
 	}
+	if d.Metrics != nil {
+		d.Metrics.startBudgetSeries(cfg)
+	}
 	hint := max(1, cfg.RateLimit.ReplicasHint)
 	var prevLocal *LocalBudget
 	switch p := prev.(type) {
