@@ -13,7 +13,7 @@ SOAK_DURATION ?= 2m
 DEPLOY_TEST := deploy/test
 TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
 
-.PHONY: all build test test-browser test-alerting test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin
+.PHONY: all build test test-browser test-alerting test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin chart-schema
 
 all: test build
 
@@ -68,11 +68,17 @@ tools:
 
 ## mixin: write the alert rules, the dashboard and the README's alert table
 ## from their Go source, deploy/mixin, into deploy/, the chart (Helm reads
-## only files inside it) and README.md; a test fails while any is stale
+## only files inside it) and README.md, and the chart's schema for config
+## from the configuration types; a test fails while any is stale
 mixin:
-	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md
-	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
+	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md \
+	  -chart-rules deploy/helm/faxgate/files/faxgate-rules.yaml -chart-schema deploy/helm/faxgate/values.schema.json
 	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
+
+## chart-schema: the part of make mixin that regenerates the chart's schema
+## for config from faxgate's configuration types (after adding a config key)
+chart-schema:
+	$(GO) run ./cmd/faxgate-mixin -chart-schema deploy/helm/faxgate/values.schema.json
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
