@@ -8,12 +8,13 @@ SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool and prometheus, and .ci/tools/jaeger
-# pins Jaeger, for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus, .ci/tools/jaeger
+# pins Jaeger, and .ci/tools/kube-apiserver pins kube-apiserver and etcd, for
+# .ci/install-tools.
 DEPLOY_TEST := deploy/test
-TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
+TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger .ci/tools/kube-apiserver
 
-.PHONY: all build test test-browser test-alerting test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin chart-schema
+.PHONY: all build test test-browser test-alerting test-apiserver test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin chart-schema
 
 all: test build
 
@@ -45,6 +46,14 @@ test-browser:
 test-alerting:
 	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 15m -v ./alerting/
 
+## test-apiserver: the chart on a real API server (deploy/test/apiserver,
+## build tag apiserver): etcd and kube-apiserver on loopback with the
+## Prometheus Operator's CRDs (from `make tools`), and helm install, upgrade
+## (values, then chart version), rollback and uninstall with the main value
+## sets. No nodes: pods never run.
+test-apiserver:
+	cd $(DEPLOY_TEST) && $(GO) test -tags apiserver -count=1 -timeout 15m -v ./apiserver/
+
 ## soak: the alerting e2e's soak alone, for ten minutes
 soak: SOAK_DURATION = 10m
 soak:
@@ -60,9 +69,11 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
+	cd $(DEPLOY_TEST) && $(GO) vet -tags apiserver ./apiserver/
 
-## tools: build the pinned helm, promtool, prometheus, alertmanager and jaeger
-## into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus, alertmanager, jaeger,
+## kube-apiserver and etcd (and fetch the Prometheus Operator's CRDs) into
+## ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
@@ -92,6 +103,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags apiserver ./apiserver/
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine
