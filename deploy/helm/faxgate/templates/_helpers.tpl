@@ -171,12 +171,6 @@ token.refresh_before, which faxgate check accepts in any of these forms.
 {{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas | int }}{{ else }}{{ .Values.replicaCount | int }}{{ end }}
 {{- end }}
 
-{{/* True when more than one pod can run at once. */}}
-{{- define "faxgate.multiPod" -}}
-{{- if .Values.autoscaling.enabled }}{{ if gt (int .Values.autoscaling.maxReplicas) 1 }}true{{ end }}
-{{- else if gt (int .Values.replicaCount) 1 }}true{{ end }}
-{{- end }}
-
 {{- define "faxgate.tokenStore" -}}
 {{- $store := "memory" }}
 {{- with .Values.config.token }}{{ with .store }}{{ $store = . }}{{ end }}{{ end }}
