@@ -128,7 +128,7 @@ func Dashboard() dashboard {
 		"no replica", []step{{Color: "red"}, {Color: "green", Value: f(1)}},
 		t(fmt.Sprintf("sum by (%s) (%s)", release, q("faxgate_ready")), relLegend)), 6, 5)
 	l.add(stat("Token expires in", "s",
-		fmt.Sprintf("Time left on the freshest token a replica of the release holds (a replica without one does not count). Renewal starts when token.refresh_before remains; FaxgateTokenRenewalOverdue opens a ticket under %d minutes, FaxgateTokenExpiringSoon pages under %d.", tokenTicketSeconds/60, tokenPageSeconds/60),
+		fmt.Sprintf("Time left on the freshest token a replica of the release holds (a replica without one does not count). Renewal starts when token.refresh_before remains; FaxgateTokenRenewalOverdue opens a ticket under three quarters of it, FaxgateTokenExpiringSoon pages under half (%d and %d minutes with the default 1 h; the colours are those).", tokenTicketSeconds/60, tokenPageSeconds/60),
 		"no valid token", []step{{Color: "red"}, {Color: "orange", Value: f(tokenPageSeconds)}, {Color: "green", Value: f(tokenTicketSeconds)}},
 		t(fmt.Sprintf("max by (%s) (%s > 0) - time()", release, q("faxgate_token_expiry_timestamp_seconds")), relLegend)), 6, 5)
 	l.add(stat("Requests answered 5xx", "percentunit",
@@ -245,7 +245,7 @@ func Dashboard() dashboard {
 
 	l.row("TLS")
 	l.add(stat("Certificate expires in", "s",
-		fmt.Sprintf("Time left on the proxy listener's certificate, by domain. FaxgateCertificateExpiringSoon opens a ticket under %d days, FaxgateCertificateExpiryCritical pages under %d.", certTicketDays, certPageDays),
+		fmt.Sprintf("Time left on the proxy listener's certificate, by domain. FaxgateCertificateExpiringSoon opens a ticket under %d days, FaxgateCertificateExpiryCritical pages under %d, unless a release sets their thresholds.", certTicketDays, certPageDays),
 		"no TLS", []step{{Color: "red"}, {Color: "orange", Value: f(certPageDays * 86400)}, {Color: "green", Value: f(certTicketDays * 86400)}},
 		t(fmt.Sprintf("min by (domain) (%s) - time()", q("faxgate_tls_certificate_expiry_timestamp_seconds")), "{{domain}}")), 8, 8)
 	l.add(timeseries("Handshake errors by reason", "ops", "TLS handshakes that failed per second, by reason (no_client_cert, bad_client_cert: a caller without a valid client certificate).",
