@@ -8,12 +8,13 @@ SOAK_DURATION ?= 2m
 
 # Modules of their own: deploy/test holds the tests of deploy/ (they need the
 # Kubernetes, Helm and Prometheus libraries, which never reach faxgate's
-# go.mod); .ci/tools/promtool pins promtool and prometheus, and .ci/tools/jaeger
-# pins Jaeger, for .ci/install-tools.
+# go.mod); .ci/tools/promtool pins promtool and prometheus, .ci/tools/jaeger
+# pins Jaeger, and .ci/tools/kube-apiserver pins kube-apiserver and etcd, for
+# .ci/install-tools.
 DEPLOY_TEST := deploy/test
-TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger
+TOOL_MODULES := .ci/tools/promtool .ci/tools/jaeger .ci/tools/kube-apiserver
 
-.PHONY: all build test test-browser test-alerting test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin
+.PHONY: all build test test-browser test-alerting test-apiserver test-tracing soak vet lint bench pgo fuzz tidy-check check-example clean tools mixin chart-schema
 
 all: test build
 
@@ -48,6 +49,14 @@ test-browser:
 test-alerting:
 	cd $(DEPLOY_TEST) && FAXGATE_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags alerting -count=1 -timeout 15m -v ./alerting/
 
+## test-apiserver: the chart on a real API server (deploy/test/apiserver,
+## build tag apiserver): etcd and kube-apiserver on loopback with the
+## Prometheus Operator's CRDs (from `make tools`), and helm install, upgrade
+## (values, then chart version), rollback and uninstall with the main value
+## sets. No nodes: pods never run.
+test-apiserver:
+	cd $(DEPLOY_TEST) && $(GO) test -tags apiserver -count=1 -timeout 15m -v ./apiserver/
+
 ## soak: the alerting e2e's soak alone, for ten minutes
 soak: SOAK_DURATION = 10m
 soak:
@@ -63,19 +72,27 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) vet -tags alerting ./...
+	cd $(DEPLOY_TEST) && $(GO) vet -tags apiserver ./apiserver/
 
-## tools: build the pinned helm, promtool, prometheus, alertmanager and jaeger
-## into ~/.cache/faxgate-tools/bin
+## tools: build the pinned helm, promtool, prometheus, alertmanager, jaeger,
+## kube-apiserver and etcd (and fetch the Prometheus Operator's CRDs) into
+## ~/.cache/faxgate-tools/bin
 tools:
 	.ci/install-tools
 
 ## mixin: write the alert rules, the dashboard and the README's alert table
 ## from their Go source, deploy/mixin, into deploy/, the chart (Helm reads
-## only files inside it) and README.md; a test fails while any is stale
+## only files inside it) and README.md, and the chart's schema for config
+## from the configuration types; a test fails while any is stale
 mixin:
-	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md
-	cp deploy/prometheus/faxgate-rules.yaml deploy/helm/faxgate/files/faxgate-rules.yaml
+	$(GO) run ./cmd/faxgate-mixin -rules deploy/prometheus/faxgate-rules.yaml -dashboard deploy/grafana/faxgate.json -readme README.md \
+	  -chart-rules deploy/helm/faxgate/files/faxgate-rules.yaml -chart-schema deploy/helm/faxgate/values.schema.json
 	cp deploy/grafana/faxgate.json deploy/helm/faxgate/files/faxgate.json
+
+## chart-schema: the part of make mixin that regenerates the chart's schema
+## for config from faxgate's configuration types (after adding a config key)
+chart-schema:
+	$(GO) run ./cmd/faxgate-mixin -chart-schema deploy/helm/faxgate/values.schema.json
 
 STATICCHECK_VERSION ?= v0.8.2
 GOVULNCHECK_VERSION ?= v1.9.0
@@ -89,6 +106,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags tracing ./internal/testing/tracing/
 	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags alerting ./...
+	cd $(DEPLOY_TEST) && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags apiserver ./apiserver/
 	-$(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) ./...
 
 ## bench: the hot path next to a bare httputil.ReverseProxy, and the policy engine

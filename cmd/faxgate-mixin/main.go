@@ -1,12 +1,18 @@
 // Command faxgate-mixin writes faxgate's Prometheus alert rules and Grafana
 // dashboard from their one source, deploy/mixin (docs/metrics-and-alerts.md):
 //
-//	faxgate-mixin [-selector 'job="faxgate"'] [-namespace NS] [-overrides FILE] [-rules FILE] [-dashboard FILE] [-readme FILE]
+//	faxgate-mixin [-selector 'job="faxgate"'] [-namespace NS] [-refresh-before 1h] [-overrides FILE]
+//	              [-rules FILE] [-dashboard FILE] [-readme FILE] [-chart-rules FILE] [-chart-schema FILE]
 //
 // -overrides reads per-alert changes in the shape of the Helm chart's
 // prometheusRule values (alerts.<Name>.enabled/severity/for/labels,
 // additionalRuleLabels, runbookBaseURL), either alone or under a
-// prometheusRule key of a whole values file. Each of -rules and -dashboard
+// prometheusRule key of a whole values file; -namespace adds a namespace
+// matcher to every selector, and -refresh-before sets the token alerts'
+// thresholds as the chart does. -chart-rules writes the chart's source of
+// the rules (each threshold left for the chart to fill in), and
+// -chart-schema rewrites the config part of the chart's values schema from
+// faxgate's configuration types. Each of -rules and -dashboard
 // names a file to write ("-" for standard output); with neither, the rules
 // go to standard output. -readme rewrites the alert table (default
 // severities, meaning, first step) between its marker lines in FILE. make
@@ -19,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -36,6 +43,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rulesOut := fs.String("rules", "", "write the rules file here (- for standard output)")
 	dashOut := fs.String("dashboard", "", "write the dashboard JSON here (- for standard output)")
 	readme := fs.String("readme", "", "rewrite the alert table between its marker lines in this markdown file")
+	refresh := fs.Duration("refresh-before", time.Hour, "the release's token.refresh_before: the token alerts' thresholds are shares of it")
+	chartRules := fs.String("chart-rules", "", "write the Helm chart's source of the rules here: each threshold left for the chart to fill in")
+	chartSchema := fs.String("chart-schema", "", "rewrite the config part of this Helm values schema from faxgate's configuration types")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faxgate-mixin: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	opts := mixin.Options{Selector: *selector, Namespace: *namespace}
+	opts := mixin.Options{Selector: *selector, Namespace: *namespace, RefreshBefore: *refresh}
 	if *overrides != "" {
 		o, err := readOverrides(*overrides)
 		if err != nil {
@@ -56,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faxgate-mixin: %s: %v\n", *overrides, err)
 		return 1
 	}
-	if *rulesOut == "" && *dashOut == "" && *readme == "" {
+	if *rulesOut == "" && *dashOut == "" && *readme == "" && *chartRules == "" && *chartSchema == "" {
 		*rulesOut = "-"
 	}
 	if *rulesOut != "" {
@@ -66,6 +76,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "faxgate-mixin: rules: %v\n", err)
+			return 1
+		}
+	}
+	if *chartRules != "" {
+		chart := opts
+		chart.ChartSource = true
+		b, err := mixin.Rules(chart).YAML(*selector)
+		if err == nil {
+			err = write(*chartRules, b, stdout)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "faxgate-mixin: chart rules: %v\n", err)
+			return 1
+		}
+	}
+	if *chartSchema != "" {
+		b, err := os.ReadFile(*chartSchema)
+		if err == nil {
+			b, err = mixin.WithConfigSchema(b)
+		}
+		if err == nil {
+			err = os.WriteFile(*chartSchema, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "faxgate-mixin: chart schema: %v\n", err)
 			return 1
 		}
 	}

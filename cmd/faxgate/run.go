@@ -39,6 +39,9 @@ const usage = `usage:
                                 exit 0 valid, 1 invalid
   faxgate demo [--listen ADDR] [--admin-listen ADDR]
                                 gateway + embedded upstream simulator, with curl examples
+  faxgate probe [--timeout 5s] URL
+                                GET URL: exit 0 on 2xx, 1 otherwise, one line on stderr
+                                (the Helm chart's helm test, in the gateway's own image)
   faxgate version               version, commit, Go version
 `
 
@@ -54,6 +57,8 @@ func run(ctx context.Context, args []string, e env) int {
 		return cmdCheck(args[1:], e)
 	case "demo":
 		return cmdDemo(ctx, args[1:], e)
+	case "probe":
+		return cmdProbe(ctx, args[1:], e)
 	case "version", "--version", "-version":
 		fmt.Fprintf(e.stdout, "faxgate %s (commit %s, %s)\n", version, commit, runtime.Version())
 		return 0

@@ -18,7 +18,21 @@ type alert struct {
 	// FirstStep is what to do first, for the README's alert table; the
 	// runbook (docs/runbook.md) has the rest.
 	FirstStep string
+	// Threshold is the number the alert fires at, written into Expr where
+	// it says thresholdMark; an operator overrides it per release
+	// (AlertOverride.Threshold). Unit says what it counts (for the docs and
+	// the override's error messages); empty for an alert without one.
+	Threshold float64
+	Unit      string
+	// PerRefreshBefore, when above 0, makes the default threshold this
+	// share of token.refresh_before in seconds (Options.RefreshBefore):
+	// the token alerts follow the release's renewal settings.
+	PerRefreshBefore float64
 }
+
+// thresholdMark stands for an alert's threshold in its expression until
+// Rules writes the number there (the Helm chart writes its own release's).
+const thresholdMark = "$threshold"
 
 // scope is the grouping every release-level aggregation keeps.
 const scope = "cluster, namespace, job"
@@ -32,22 +46,30 @@ func alerts(s sel) []alert {
 	notUploads := fmt.Sprintf(`route!~"%s"`, uploadRoutes)
 	return []alert{
 		{
-			Name:        "FaxgateDown",
-			FirstStep:   "Check the pods (`kubectl -n <namespace> get pods`, events, restarts); a crash loop at start is usually config: `faxgate check`.",
-			Expr:        fmt.Sprintf("avg by (%s) (%s) < %g", scope, s.m("up"), upFraction),
+			Name:      "FaxgateDown",
+			FirstStep: "Check the pods (`kubectl -n <namespace> get pods`, events, restarts); a crash loop at start is usually config: `faxgate check`.",
+			// Only while some target is up: with none up, FaxgateAbsent
+			// pages alone (one outage, one page).
+			Expr:        fmt.Sprintf("avg by (%[1]s) (%[2]s) < %[3]s\nand max by (%[1]s) (%[2]s) > 0", scope, s.m("up"), thresholdMark),
+			Threshold:   upFraction,
+			Unit:        "the share of the release's targets up (0 to 1)",
 			For:         "5m",
 			Severity:    "critical",
 			Summary:     "Most of a faxgate release's replicas cannot be scraped.",
-			Description: "Fewer than half of the targets of {{ $labels.namespace }}/{{ $labels.job }} have answered a scrape for 5 minutes ({{ $value | humanizePercentage }} up).",
+			Description: "Only {{ $value | humanizePercentage }} of the targets of {{ $labels.namespace }}/{{ $labels.job }} have answered a scrape for 5 minutes; the others are down.",
 		},
 		{
-			Name:        "FaxgateAbsent",
-			FirstStep:   "Is the Deployment scaled above zero, and does the ServiceMonitor still select the `<fullname>-metrics` Service?",
-			Expr:        fmt.Sprintf("absent(%s == 1)", s.m("up")),
+			Name:      "FaxgateAbsent",
+			FirstStep: "Is the Deployment scaled above zero, and does the ServiceMonitor still select the `<fullname>-metrics` Service?",
+			// absent() names the release by the selector's equality
+			// matchers (job, and namespace where the chart renders it);
+			// the second half keeps the labels of targets that exist but
+			// are all down.
+			Expr:        fmt.Sprintf("absent(%[2]s)\nor max by (%[1]s) (%[2]s) == 0", scope, s.m("up")),
 			For:         "5m",
 			Severity:    "critical",
 			Summary:     "No faxgate replica is up.",
-			Description: "For 5 minutes no target selected by these rules has answered a scrape: every replica is down, or none is discovered at all (scaled to zero, deleted, or the ServiceMonitor no longer matches).",
+			Description: "For 5 minutes no target of {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.job }} has answered a scrape: every replica is down, or none is discovered at all (scaled to zero, deleted, or the ServiceMonitor no longer matches).",
 		},
 		{
 			Name:        "FaxgateNotReady",
@@ -68,22 +90,28 @@ func alerts(s sel) []alert {
 			Description: "Every replica of {{ $labels.namespace }}/{{ $labels.job }} has been not ready for 3 minutes; its callers get errors.",
 		},
 		{
-			Name:        "FaxgateTokenRenewalOverdue",
-			FirstStep:   "Check `faxgate_token_refresh_total` by result and the renewal log lines; the token still works.",
-			Expr:        fmt.Sprintf("%s < %d", tokenLeft, tokenTicketSeconds),
-			For:         "2m",
-			Severity:    "warning",
-			Summary:     "The upstream token has not been renewed in time.",
-			Description: "The token of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }} and has not been renewed; renewal starts when token.refresh_before remains.",
+			Name:             "FaxgateTokenRenewalOverdue",
+			FirstStep:        "Check `faxgate_token_refresh_total` by result and the renewal log lines; the token still works.",
+			Expr:             fmt.Sprintf("%s < %s", tokenLeft, thresholdMark),
+			Threshold:        tokenTicketSeconds,
+			PerRefreshBefore: tokenTicketShare,
+			Unit:             "seconds left on the token (default: three quarters of token.refresh_before)",
+			For:              "2m",
+			Severity:         "warning",
+			Summary:          "The upstream token has not been renewed in time.",
+			Description:      "The token of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }} and has not been renewed; renewal starts when token.refresh_before remains.",
 		},
 		{
-			Name:        "FaxgateTokenExpiringSoon",
-			FirstStep:   "Fix renewal now: is the key in the Secret right, does the upstream's `/v1/auth` answer?",
-			Expr:        fmt.Sprintf("%s < %d", tokenLeft, tokenPageSeconds),
-			For:         "1m",
-			Severity:    "critical",
-			Summary:     "The upstream token expires within 30 minutes.",
-			Description: "The token of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }}; after that every request fails with 503 token_unavailable.",
+			Name:             "FaxgateTokenExpiringSoon",
+			FirstStep:        "Fix renewal now: is the key in the Secret right, does the upstream's `/v1/auth` answer?",
+			Expr:             fmt.Sprintf("%s < %s", tokenLeft, thresholdMark),
+			Threshold:        tokenPageSeconds,
+			PerRefreshBefore: tokenPageShare,
+			Unit:             "seconds left on the token (default: half of token.refresh_before)",
+			For:              "1m",
+			Severity:         "critical",
+			Summary:          "The upstream token expires soon and has not been renewed.",
+			Description:      "The token of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }}; after that every request fails with 503 token_unavailable.",
 		},
 		{
 			Name:        "FaxgateNoValidToken",
@@ -115,8 +143,10 @@ func alerts(s sel) []alert {
 		{
 			Name:      "FaxgateUpstreamErrors",
 			FirstStep: "Break the route's 5xx down by code: 502/504 are made by the gateway, others are the vendor's.",
-			Expr: fmt.Sprintf("sum by (%[1]s, route) (rate(%[2]s[5m]))\n  / sum by (%[1]s, route) (rate(%[3]s[5m])) > %[4]g\nand sum by (%[1]s, route) (increase(%[3]s[5m])) >= %[5]d",
-				scope, reqs5xx, reqs, upstreamErrorRatio, minRequests),
+			Expr: fmt.Sprintf("sum by (%[1]s, route) (rate(%[2]s[5m]))\n  / sum by (%[1]s, route) (rate(%[3]s[5m])) > %[4]s\nand sum by (%[1]s, route) (increase(%[3]s[5m])) >= %[5]d",
+				scope, reqs5xx, reqs, thresholdMark, minRequests),
+			Threshold:   upstreamErrorRatio,
+			Unit:        "the share of a route's requests answered 5xx (0 to 1)",
 			For:         "10m",
 			Severity:    "warning",
 			Summary:     "Many requests on a route end in 5xx.",
@@ -125,19 +155,35 @@ func alerts(s sel) []alert {
 		{
 			Name:      "FaxgateUpstreamFailing",
 			FirstStep: "Read the access lines' `error`: `upstream_*` is the vendor or the way to it, `token_unavailable` the token.",
-			Expr: fmt.Sprintf("sum by (%[1]s) (rate(%[2]s[5m]))\n  / sum by (%[1]s) (rate(%[3]s[5m])) > %[4]g\nand sum by (%[1]s) (increase(%[3]s[5m])) >= %[5]d",
-				scope, reqs5xx, reqs, upstreamFailingRatio, minRequests),
+			Expr: fmt.Sprintf("sum by (%[1]s) (rate(%[2]s[5m]))\n  / sum by (%[1]s) (rate(%[3]s[5m])) > %[4]s\nand sum by (%[1]s) (increase(%[3]s[5m])) >= %[5]d",
+				scope, reqs5xx, reqs, thresholdMark, minRequests),
+			Threshold:   upstreamFailingRatio,
+			Unit:        "the share of all requests answered 5xx (0 to 1)",
 			For:         "5m",
 			Severity:    "critical",
 			Summary:     "Most requests through faxgate fail.",
 			Description: "{{ $value | humanizePercentage }} of all the requests through {{ $labels.namespace }}/{{ $labels.job }} have ended in 5xx for 5 minutes.",
 		},
 		{
+			Name:      "FaxgateRequestsRefused",
+			FirstStep: "Break `faxgate_denied_total` down by reason: `unidentified_caller` is the mesh or `callers`, `forbidden` the policy, `token_unavailable` the token.",
+			Expr: fmt.Sprintf("sum by (%[1]s) (rate(%[2]s[5m]))\n  / sum by (%[1]s) (rate(%[3]s[5m])) > %[4]s\nand sum by (%[1]s) (increase(%[3]s[5m])) >= %[5]d",
+				scope, s.m("faxgate_denied_total", `reason=~"`+massRefusalReasons+`"`), reqs, thresholdMark, minRequests),
+			Threshold:   refusedRatio,
+			Unit:        "the share of all requests refused unidentified_caller, forbidden or token_unavailable (0 to 1)",
+			For:         "10m",
+			Severity:    "warning",
+			Summary:     "faxgate itself refuses most requests.",
+			Description: "{{ $value | humanizePercentage }} of the requests to {{ $labels.namespace }}/{{ $labels.job }} have been refused by faxgate itself (unidentified_caller, forbidden or token_unavailable) for 10 minutes: a bad reload, a mesh change that lost the callers' identity, or no token.",
+		},
+		{
 			Name:      "FaxgateUpstreamSlow",
 			FirstStep: "Check the vendor's status; raise callers' timeouts if they give up first.",
-			Expr: fmt.Sprintf("histogram_quantile(0.99, sum by (%[1]s, le) (rate(%[2]s[5m]))) > %[3]d\nand sum by (%[1]s) (increase(%[4]s[5m])) >= %[5]d",
-				scope, s.m("faxgate_upstream_duration_seconds_bucket", notUploads), upstreamSlowSeconds,
+			Expr: fmt.Sprintf("histogram_quantile(0.99, sum by (%[1]s, le) (rate(%[2]s[5m]))) > %[3]s\nand sum by (%[1]s) (increase(%[4]s[5m])) >= %[5]d",
+				scope, s.m("faxgate_upstream_duration_seconds_bucket", notUploads), thresholdMark,
 				s.m("faxgate_upstream_duration_seconds_count", notUploads), minRequests),
+			Threshold:   upstreamSlowSeconds,
+			Unit:        "seconds (the 99th percentile of upstream response time)",
 			For:         "15m",
 			Severity:    "warning",
 			Summary:     "The upstream answers slowly.",
@@ -146,7 +192,9 @@ func alerts(s sel) []alert {
 		{
 			Name:        "FaxgateUpstream401Resends",
 			FirstStep:   "Look for a second user of the API key, or replicas renewing apart (memory store, Redis down).",
-			Expr:        fmt.Sprintf("sum by (%s, route) (increase(%s[15m])) > %d", scope, s.m("faxgate_upstream_401_retries_total"), resendsPer15m),
+			Expr:        fmt.Sprintf("sum by (%s, route) (increase(%s[15m])) > %s", scope, s.m("faxgate_upstream_401_retries_total"), thresholdMark),
+			Threshold:   resendsPer15m,
+			Unit:        "resends on a route in 15 minutes",
 			For:         "15m",
 			Severity:    "warning",
 			Summary:     "The upstream keeps rejecting faxgate's token.",
@@ -155,8 +203,10 @@ func alerts(s sel) []alert {
 		{
 			Name:      "FaxgateCallerRateLimited",
 			FirstStep: "Tell the caller's owners; raise its `rate_limit` if the traffic is legitimate.",
-			Expr: fmt.Sprintf("sum by (%[1]s, caller) (rate(%[2]s[5m]))\n  / sum by (%[1]s, caller) (rate(%[3]s[5m])) > %[4]g\nand sum by (%[1]s, caller) (increase(%[3]s[5m])) >= %[5]d",
-				scope, s.m("faxgate_rate_limited_total"), reqs, rateLimitedRatio, minRequests),
+			Expr: fmt.Sprintf("sum by (%[1]s, caller) (rate(%[2]s[5m]))\n  / sum by (%[1]s, caller) (rate(%[3]s[5m])) > %[4]s\nand sum by (%[1]s, caller) (increase(%[3]s[5m])) >= %[5]d",
+				scope, s.m("faxgate_rate_limited_total"), reqs, thresholdMark, minRequests),
+			Threshold:   rateLimitedRatio,
+			Unit:        "the share of a caller's requests refused rate_limited (0 to 1)",
 			For:         "15m",
 			Severity:    "info",
 			Summary:     "A caller is being rate limited.",
@@ -200,19 +250,23 @@ func alerts(s sel) []alert {
 		{
 			Name:        "FaxgateCertificateExpiringSoon",
 			FirstStep:   "Check the cert-manager Certificate, or `faxgate_tls_acme_failures_total` and the logs.",
-			Expr:        fmt.Sprintf("min by (%s, domain) (%s) - time() < %d * 86400", scope, s.m("faxgate_tls_certificate_expiry_timestamp_seconds"), certTicketDays),
+			Expr:        fmt.Sprintf("min by (%s, domain) (%s) - time() < %s * 86400", scope, s.m("faxgate_tls_certificate_expiry_timestamp_seconds"), thresholdMark),
+			Threshold:   certTicketDays,
+			Unit:        "days left on the certificate (fractions allowed: 0.25 is 6 hours)",
 			For:         "1h",
 			Severity:    "warning",
-			Summary:     "faxgate's TLS certificate expires within 14 days.",
+			Summary:     "faxgate's TLS certificate is close to its expiry and has not been renewed.",
 			Description: "The certificate for {{ $labels.domain }} of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }} and has not been renewed.",
 		},
 		{
 			Name:        "FaxgateCertificateExpiryCritical",
 			FirstStep:   "Renew the certificate now; faxgate reloads the Secret by itself.",
-			Expr:        fmt.Sprintf("min by (%s, domain) (%s) - time() < %d * 86400", scope, s.m("faxgate_tls_certificate_expiry_timestamp_seconds"), certPageDays),
+			Expr:        fmt.Sprintf("min by (%s, domain) (%s) - time() < %s * 86400", scope, s.m("faxgate_tls_certificate_expiry_timestamp_seconds"), thresholdMark),
+			Threshold:   certPageDays,
+			Unit:        "days left on the certificate (fractions allowed: 0.25 is 6 hours)",
 			For:         "10m",
 			Severity:    "critical",
-			Summary:     "faxgate's TLS certificate expires within 3 days.",
+			Summary:     "faxgate's TLS certificate is about to expire.",
 			Description: "The certificate for {{ $labels.domain }} of {{ $labels.namespace }}/{{ $labels.job }} expires in {{ $value | humanizeDuration }}.",
 		},
 		{
@@ -227,21 +281,29 @@ func alerts(s sel) []alert {
 		{
 			Name:      "FaxgateUpstreamThrottled",
 			FirstStep: "Compare `upstream_budget.limits` with the vendor's plan; look for other clients of the tenant.",
-			Expr: fmt.Sprintf("sum by (%[1]s, route) (increase(%[2]s[15m])) > %[3]d\nor max by (%[1]s, route) (%[4]s) > %[5]d",
-				scope, s.m("faxgate_upstream_throttled_total"), throttledPer15m, s.m("faxgate_upstream_hold_seconds"), holdSeconds),
+			Expr: fmt.Sprintf("sum by (%[1]s, route) (increase(%[2]s[15m])) > %[3]s\nor max by (%[1]s, route) (%[4]s) > %[5]d",
+				scope, s.m("faxgate_upstream_throttled_total"), thresholdMark, s.m("faxgate_upstream_hold_seconds"), holdSeconds),
+			Threshold:   throttledPer15m,
+			Unit:        "vendor 429s on a route in 15 minutes",
 			For:         "2m",
 			Severity:    "warning",
 			Summary:     "The upstream keeps answering 429.",
 			Description: "The vendor has refused requests on {{ $labels.route }} of {{ $labels.namespace }}/{{ $labels.job }} with 429 more than 3 times in 15 minutes, or holds it for minutes; faxgate holds the route until its Retry-After passes.",
 		},
 		{
-			Name:        "FaxgateUpstreamBudgetNearlySpent",
-			FirstStep:   "`GET /budget` shows who spends it: cap or re-share, or raise the plan.",
-			Expr:        fmt.Sprintf("max by (%s, limit, route) (%s) > %g", scope, s.m("faxgate_upstream_budget_used_ratio"), budgetUsedRatio),
+			Name:      "FaxgateUpstreamBudgetNearlySpent",
+			FirstStep: "`GET /budget` shows who spends it: cap or re-share, or raise the plan.",
+			// The ratio is as of the window's last decision: read only
+			// while that decision is recent, so that the alert ends when
+			// traffic stops instead of keeping the last value.
+			Expr: fmt.Sprintf("max by (%[1]s, limit, route) (\n  %[2]s > %[3]s\n  and time() - %[4]s < %[5]d\n)",
+				scope, s.m("faxgate_upstream_budget_used_ratio"), thresholdMark, s.m("faxgate_upstream_budget_used_ratio_timestamp_seconds"), budgetFreshSeconds),
+			Threshold:   budgetUsedRatio,
+			Unit:        "the used share of a limit's window (0 to 1)",
 			For:         "15m",
 			Severity:    "warning",
 			Summary:     "An upstream budget limit is nearly used up.",
-			Description: "{{ $value | humanizePercentage }} of limit {{ $labels.limit }} (route \"{{ $labels.route }}\") of {{ $labels.namespace }}/{{ $labels.job }} has been in use for 15 minutes; callers beyond their reserves will be refused.",
+			Description: "{{ $value | humanizePercentage }} of limit {{ $labels.limit }} (route \"{{ $labels.route }}\") of {{ $labels.namespace }}/{{ $labels.job }} has been in use for 15 minutes while requests kept coming; callers beyond their reserves will be refused.",
 		},
 		{
 			Name:        "FaxgateCallerOverBudgetShare",
@@ -263,9 +325,11 @@ func alerts(s sel) []alert {
 		},
 		{
 			Name: "FaxgateUpstreamBudgetWaitsNearMax",
-			Expr: fmt.Sprintf("histogram_quantile(0.9, sum by (%[1]s, le) (rate(%[2]s[10m])))\n  > %[3]g * max by (%[1]s) (%[4]s > 0)\nand sum by (%[1]s) (increase(%[5]s[10m])) >= %[6]d",
-				scope, s.m("faxgate_upstream_budget_wait_seconds_bucket"), waitNearMax, s.m("faxgate_upstream_budget_max_wait_seconds"),
+			Expr: fmt.Sprintf("histogram_quantile(0.9, sum by (%[1]s, le) (rate(%[2]s[10m])))\n  > %[3]s * max by (%[1]s) (%[4]s > 0)\nand sum by (%[1]s) (increase(%[5]s[10m])) >= %[6]d",
+				scope, s.m("faxgate_upstream_budget_wait_seconds_bucket"), thresholdMark, s.m("faxgate_upstream_budget_max_wait_seconds"),
 				s.m("faxgate_upstream_budget_wait_seconds_count"), minWaits),
+			Threshold:   waitNearMax,
+			Unit:        "the share of upstream_budget.max_wait the 90th percentile wait reaches (0 to 1)",
 			For:         "15m",
 			Severity:    "warning",
 			FirstStep:   "`GET /budget` shows who waits on which limit: raise the vendor plan, or re-share the budget.",

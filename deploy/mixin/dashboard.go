@@ -128,7 +128,7 @@ func Dashboard() dashboard {
 		"no replica", []step{{Color: "red"}, {Color: "green", Value: f(1)}},
 		t(fmt.Sprintf("sum by (%s) (%s)", release, q("faxgate_ready")), relLegend)), 6, 5)
 	l.add(stat("Token expires in", "s",
-		fmt.Sprintf("Time left on the freshest token a replica of the release holds (a replica without one does not count). Renewal starts when token.refresh_before remains; FaxgateTokenRenewalOverdue opens a ticket under %d minutes, FaxgateTokenExpiringSoon pages under %d.", tokenTicketSeconds/60, tokenPageSeconds/60),
+		fmt.Sprintf("Time left on the freshest token a replica of the release holds (a replica without one does not count). Renewal starts when token.refresh_before remains; FaxgateTokenRenewalOverdue opens a ticket under three quarters of it, FaxgateTokenExpiringSoon pages under half (%d and %d minutes with the default 1 h; the colours are those).", tokenTicketSeconds/60, tokenPageSeconds/60),
 		"no valid token", []step{{Color: "red"}, {Color: "orange", Value: f(tokenPageSeconds)}, {Color: "green", Value: f(tokenTicketSeconds)}},
 		t(fmt.Sprintf("max by (%s) (%s > 0) - time()", release, q("faxgate_token_expiry_timestamp_seconds")), relLegend)), 6, 5)
 	l.add(stat("Requests answered 5xx", "percentunit",
@@ -139,6 +139,17 @@ func Dashboard() dashboard {
 		"1 while every replica's last configuration load succeeded (min over replicas); 0 while a failed reload is the latest on some replica (FaxgateConfigReloadFailing).",
 		"", []step{{Color: "red"}, {Color: "green", Value: f(1)}},
 		t(fmt.Sprintf("min by (%s) (%s)", release, q("faxgate_config_last_reload_successful")), relLegend)), 6, 5)
+
+	l.row("Replicas")
+	l.add(timeseries("Scrape up, per pod", "bool",
+		"1 while Prometheus scrapes the pod's admin port, 0 while the scrape fails; a pod gone from discovery leaves no line. FaxgateDown pages when some but most of a release's targets are down, FaxgateAbsent when none is up.",
+		[]target{t(fmt.Sprintf("max by (%spod) (%s)", rel, q("up")), "{{pod}}")}), 8, 8)
+	l.add(timeseries("Memory per pod", "bytes",
+		"Resident memory of each faxgate process (process_resident_memory_bytes), beside the container's memory limit in the chart's resources. Bodies held for a 401 resend are bounded by server.resend_buffer_bytes.",
+		[]target{t(fmt.Sprintf("max by (%spod) (%s)", rel, q("process_resident_memory_bytes")), "{{pod}}")}), 8, 8)
+	l.add(timeseries("CPU per pod", "short",
+		"CPU seconds each faxgate process used per second (1 is one core busy), from process_cpu_seconds_total.",
+		[]target{t(fmt.Sprintf("sum by (%spod) (rate(%s[$__rate_interval]))", rel, q("process_cpu_seconds_total")), "{{pod}}")}), 8, 8)
 
 	l.row("Traffic")
 	l.add(timeseries("Requests by caller", "reqps", "Requests per second through the gateway, by caller (unidentified: no identity matched).",
@@ -186,9 +197,12 @@ func Dashboard() dashboard {
 
 	l.row("Upstream budget")
 	l.add(timeseries("Budget used, by limit and route", "percentunit",
-		fmt.Sprintf("Each upstream_budget window's use as of its last decision; route is empty for tenant limits. FaxgateUpstreamBudgetNearlySpent opens a ticket above %g%% for 15 minutes.", budgetUsedRatio*100),
+		fmt.Sprintf("Each upstream_budget window's use as of its last decision; route is empty for tenant limits. FaxgateUpstreamBudgetNearlySpent opens a ticket above %g%% for 15 minutes while decisions keep coming.", budgetUsedRatio*100),
 		[]target{t(fmt.Sprintf("max by (limit, route) (%s)", q("faxgate_upstream_budget_used_ratio")), "{{limit}} {{route}}")},
 		budgetUsedRatio), 8, 8)
+	l.add(timeseries("Budget spent, by caller and limit", "reqps",
+		"Requests per second each caller sends upstream under each upstream_budget limit (admitted and counted against it): who spends the vendor's budget. GET /budget on the admin port shows each window's use by caller right now.",
+		[]target{t(fmt.Sprintf("sum by (caller, limit) (rate(%s[$__rate_interval]))", q("faxgate_upstream_budget_spent_total", byCaller)), "{{caller}} {{limit}}")}), 8, 8)
 	l.add(timeseries("Budget refusals, by caller and limit", "reqps", "Requests refused 429 upstream_budget_exhausted per second: the caller was beyond its share (FaxgateCallerOverBudgetShare, info).",
 		[]target{t(fmt.Sprintf("sum by (caller, limit) (rate(%s[$__rate_interval]))", q("faxgate_upstream_budget_refused_total", byCaller)), "{{caller}} {{limit}}")}), 8, 8)
 	l.add(timeseries("Vendor 429s by route", "reqps",
@@ -231,7 +245,7 @@ func Dashboard() dashboard {
 
 	l.row("TLS")
 	l.add(stat("Certificate expires in", "s",
-		fmt.Sprintf("Time left on the proxy listener's certificate, by domain. FaxgateCertificateExpiringSoon opens a ticket under %d days, FaxgateCertificateExpiryCritical pages under %d.", certTicketDays, certPageDays),
+		fmt.Sprintf("Time left on the proxy listener's certificate, by domain. FaxgateCertificateExpiringSoon opens a ticket under %d days, FaxgateCertificateExpiryCritical pages under %d, unless a release sets their thresholds.", certTicketDays, certPageDays),
 		"no TLS", []step{{Color: "red"}, {Color: "orange", Value: f(certPageDays * 86400)}, {Color: "green", Value: f(certTicketDays * 86400)}},
 		t(fmt.Sprintf("min by (domain) (%s) - time()", q("faxgate_tls_certificate_expiry_timestamp_seconds")), "{{domain}}")), 8, 8)
 	l.add(timeseries("Handshake errors by reason", "ops", "TLS handshakes that failed per second, by reason (no_client_cert, bad_client_cert: a caller without a valid client certificate).",
@@ -242,7 +256,7 @@ func Dashboard() dashboard {
 	d := dashboard{
 		UID:          "faxgate",
 		Title:        "faxgate",
-		Description:  "faxgate, per release (namespace and job): health, traffic, denials, latency, token, upstream budget, Redis, configuration and TLS. Generated by cmd/faxgate-mixin (docs/metrics-and-alerts.md).",
+		Description:  "faxgate, per release (namespace and job): health, replicas, traffic, denials, latency, token, upstream budget, Redis, configuration and TLS. Generated by cmd/faxgate-mixin (docs/metrics-and-alerts.md).",
 		Tags:         []string{"faxgate"},
 		Timezone:     "utc",
 		Editable:     true,

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // DefaultSelector is the label matcher every rule and every variable query
@@ -33,11 +34,19 @@ type Options struct {
 	// Selector is one or more comma-separated label matchers, e.g.
 	// `job="payments-faxgate"`; default DefaultSelector.
 	Selector string
-	// Namespace, when set, is the namespace the selected targets run in.
-	// FaxgateAbsent's absent() keeps no label of the series it misses, so
-	// it carries the selector's equality matchers (job) and this namespace
-	// as labels of its own, to be routed like the release's other alerts.
+	// Namespace, when set, is the namespace the selected targets run in:
+	// every selector matches it too, so that two releases of one job name
+	// in two namespaces never see each other's series. FaxgateAbsent
+	// carries the selector's equality matchers (job, namespace) as labels
+	// of its own, to be routed like the release's other alerts.
 	Namespace string
+	// RefreshBefore is the release's token.refresh_before; the token
+	// alerts' thresholds are shares of it. Default 1h, faxgate's.
+	RefreshBefore time.Duration
+	// ChartSource leaves thresholdMark in each expression and writes the
+	// default threshold beside it, for the Helm chart to put its own
+	// release's threshold in (the shipped rules have the numbers).
+	ChartSource bool
 	Overrides
 }
 
@@ -64,6 +73,9 @@ type AlertOverride struct {
 	For string `yaml:"for" json:"for"`
 	// Labels are added to the alert's labels.
 	Labels map[string]string `yaml:"labels" json:"labels"`
+	// Threshold replaces the number the alert fires at, in the alert's own
+	// unit (docs/metrics-and-alerts.md lists them).
+	Threshold *float64 `yaml:"threshold" json:"threshold"`
 }
 
 // Severities are the values an alert's severity label takes: critical pages,
@@ -75,8 +87,10 @@ var severities = []string{"critical", "warning", "info"}
 // silently ignored setting.
 func (o Options) Validate() error {
 	known := map[string]bool{}
+	thresholds := map[string]bool{}
 	for _, a := range alerts(sel{}) {
 		known[a.Name] = true
+		thresholds[a.Name] = a.Unit != ""
 	}
 	var problems []string
 	names := make([]string, 0, len(o.Alerts))
@@ -91,6 +105,12 @@ func (o Options) Validate() error {
 		}
 		if ov.Severity != "" && !contains(severities, ov.Severity) {
 			problems = append(problems, fmt.Sprintf("alerts.%s.severity: %q is not one of %s", name, ov.Severity, strings.Join(severities, ", ")))
+		}
+		if ov.Threshold != nil && known[name] && !thresholds[name] {
+			problems = append(problems, fmt.Sprintf("alerts.%s.threshold: the alert has no threshold", name))
+		}
+		if ov.Threshold != nil && *ov.Threshold < 0 {
+			problems = append(problems, fmt.Sprintf("alerts.%s.threshold: %g is negative", name, *ov.Threshold))
 		}
 		if ov.For != "" && !validDuration(ov.For) {
 			problems = append(problems, fmt.Sprintf("alerts.%s.for: %q is not a Prometheus duration such as 5m or 1h30m", name, ov.For))
@@ -161,6 +181,18 @@ func newSel(selector string) sel {
 		selector = DefaultSelector
 	}
 	return sel{matcher: selector}
+}
+
+// selector is o's selector with its namespace matcher, if any.
+func (o Options) selector() string {
+	s := o.Selector
+	if s == "" {
+		s = DefaultSelector
+	}
+	if o.Namespace != "" {
+		s += fmt.Sprintf(",namespace=%q", o.Namespace)
+	}
+	return s
 }
 
 // m is metric{extra...,selector}.

@@ -6,13 +6,20 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestShippedFilesAreCurrent: the rules and dashboard under deploy/ and in
-// the Helm chart are this package's output with the default options. After
-// changing the Go source, run make mixin.
+// the Helm chart are this package's output with the default options, and
+// the chart's schema for config is the one the configuration types make
+// today. After changing the Go source (or a configuration type), run make
+// mixin.
 func TestShippedFilesAreCurrent(t *testing.T) {
 	rules, err := Rules(Options{}).YAML("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartRules, err := Rules(Options{ChartSource: true}).YAML("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,9 +27,17 @@ func TestShippedFilesAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	schema, err := os.ReadFile("../helm/faxgate/values.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if schema, err = WithConfigSchema(schema); err != nil {
+		t.Fatal(err)
+	}
 	for path, want := range map[string][]byte{
 		"../prometheus/faxgate-rules.yaml":         rules,
-		"../helm/faxgate/files/faxgate-rules.yaml": rules,
+		"../helm/faxgate/files/faxgate-rules.yaml": chartRules,
+		"../helm/faxgate/values.schema.json":       schema,
 		"../grafana/faxgate.json":                  dash,
 		"../helm/faxgate/files/faxgate.json":       dash,
 	} {
@@ -164,6 +179,7 @@ func TestAbsentCarriesTheScope(t *testing.T) {
 	}{
 		{Options{}, map[string]string{"severity": "critical", "job": "faxgate"}},
 		{Options{Selector: `job="fax-gw",env!="dev"`, Namespace: "payments"}, map[string]string{"severity": "critical", "job": "fax-gw", "namespace": "payments"}},
+		{Options{Selector: `job="fax-gw",namespace="payments"`}, map[string]string{"severity": "critical", "job": "fax-gw", "namespace": "payments"}},
 		{Options{Selector: `job=~"fax.*"`}, map[string]string{"severity": "critical"}},
 	} {
 		for _, r := range Rules(tc.opts).Groups[0].Rules {
@@ -174,5 +190,129 @@ func TestAbsentCarriesTheScope(t *testing.T) {
 				t.Errorf("%+v: FaxgateDown labels %v: only FaxgateAbsent gets static scope labels", tc.opts, r.Labels)
 			}
 		}
+	}
+}
+
+// TestNamespaceReachesEveryRule: with a namespace, every series selector
+// matches it beside the job, so that two releases of one name in two
+// namespaces never see each other's series; FaxgateAbsent's absent()
+// names both.
+func TestNamespaceReachesEveryRule(t *testing.T) {
+	want := `job="faxgate",namespace="payments"`
+	for _, r := range Rules(Options{Namespace: "payments"}).Groups[0].Rules {
+		if got, all := strings.Count(r.Expr, want), strings.Count(r.Expr, "{"); got != all {
+			t.Errorf("%s: %d of %d selectors match the namespace: %s", r.Alert, got, all, r.Expr)
+		}
+		if r.Alert == "FaxgateAbsent" && !strings.Contains(r.Expr, "absent(up{"+want+"})") {
+			t.Errorf("FaxgateAbsent: %s", r.Expr)
+		}
+	}
+}
+
+// TestThresholds: every alert with a threshold has it written in, the
+// token alerts' follow token.refresh_before, an override wins, and the
+// chart's source keeps the mark with the default beside it.
+func TestThresholds(t *testing.T) {
+	rules := func(o Options) map[string]Rule {
+		out := map[string]Rule{}
+		for _, r := range Rules(o).Groups[0].Rules {
+			out[r.Alert] = r
+		}
+		return out
+	}
+	def := rules(Options{})
+	for name, r := range def {
+		if strings.Contains(r.Expr, thresholdMark) || r.Threshold != nil {
+			t.Errorf("%s: the shipped rule keeps the mark: %s", name, r.Expr)
+		}
+	}
+	if e := def["FaxgateTokenRenewalOverdue"].Expr; !strings.HasSuffix(e, "< 2700") {
+		t.Errorf("default overdue threshold: %s", e)
+	}
+	if e := def["FaxgateTokenExpiringSoon"].Expr; !strings.HasSuffix(e, "< 1800") {
+		t.Errorf("default page threshold: %s", e)
+	}
+	short := rules(Options{RefreshBefore: 20 * time.Minute})
+	if e := short["FaxgateTokenRenewalOverdue"].Expr; !strings.HasSuffix(e, "< 900") {
+		t.Errorf("refresh_before 20m, overdue: %s", e)
+	}
+	if e := short["FaxgateTokenExpiringSoon"].Expr; !strings.HasSuffix(e, "< 600") {
+		t.Errorf("refresh_before 20m, page: %s", e)
+	}
+	six, big := 0.25, 1500000.0
+	o := Options{RefreshBefore: 20 * time.Minute, Overrides: Overrides{Alerts: map[string]AlertOverride{
+		"FaxgateCertificateExpiryCritical": {Threshold: &six},
+		"FaxgateTokenExpiringSoon":         {Threshold: &big},
+	}}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	over := rules(o)
+	if e := over["FaxgateCertificateExpiryCritical"].Expr; !strings.HasSuffix(e, "< 0.25 * 86400") {
+		t.Errorf("overridden certificate threshold: %s", e)
+	}
+	if e := over["FaxgateTokenExpiringSoon"].Expr; !strings.HasSuffix(e, "< 1500000") {
+		t.Errorf("an override wins over refresh_before, and is written without an exponent: %s", e)
+	}
+	chart := rules(Options{ChartSource: true})
+	for _, a := range alerts(newSel("")) {
+		r := chart[a.Name]
+		if (a.Unit != "") != strings.Contains(r.Expr, thresholdMark) || (a.Unit != "") != (r.Threshold != nil) {
+			t.Errorf("%s: chart source %q with threshold %v", a.Name, r.Expr, r.Threshold)
+		}
+	}
+	if r := chart["FaxgateTokenExpiringSoon"]; r.ThresholdPerRefreshBefore != 0.5 || *r.Threshold != 1800 {
+		t.Errorf("chart source of the page: %+v", r)
+	}
+}
+
+// TestValidateThresholds: a threshold for an alert that has none, or a
+// negative one, is refused.
+func TestValidateThresholds(t *testing.T) {
+	one, neg := 1.0, -1.0
+	err := Options{Overrides: Overrides{Alerts: map[string]AlertOverride{
+		"FaxgateAbsent": {Threshold: &one},
+		"FaxgateDown":   {Threshold: &neg},
+	}}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "alerts.FaxgateAbsent.threshold: the alert has no threshold") ||
+		!strings.Contains(err.Error(), "alerts.FaxgateDown.threshold: -1 is negative") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestConfigSchemaCoversEveryKey: the schema names every key of the
+// configuration types, refuses unknown ones at every level, and leaves the
+// keys the chart owns to the chart.
+func TestConfigSchemaCoversEveryKey(t *testing.T) {
+	s := ConfigSchema()
+	var walk func(path string, s map[string]any)
+	n := 0
+	walk = func(path string, s map[string]any) {
+		if props, ok := s["properties"].(map[string]any); ok {
+			if s["additionalProperties"] != false {
+				t.Errorf("%s: unknown keys allowed", path)
+			}
+			for k, v := range props {
+				n++
+				walk(join(path, k), v.(map[string]any))
+			}
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			walk(path+"[]", items)
+		}
+	}
+	walk("", s)
+	// The sections and some keys of later sections, by name.
+	for _, want := range []string{"tracing", "upstream_budget", "admin"} {
+		if _, ok := s["properties"].(map[string]any)[want]; !ok {
+			t.Errorf("no %s", want)
+		}
+	}
+	if n < 80 {
+		t.Errorf("only %d keys", n)
+	}
+	listen := s["properties"].(map[string]any)["server"].(map[string]any)["properties"].(map[string]any)["listen"].(map[string]any)
+	if !strings.Contains(listen["const"].(string), "remove server.listen from config") {
+		t.Errorf("server.listen: %v", listen)
 	}
 }

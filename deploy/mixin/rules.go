@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -27,6 +29,11 @@ type Rule struct {
 	For         string            `yaml:"for,omitempty" json:"for,omitempty"`
 	Labels      map[string]string `yaml:"labels" json:"labels"`
 	Annotations map[string]string `yaml:"annotations" json:"annotations"`
+	// Threshold and ThresholdPerRefreshBefore are only in the chart's
+	// source (Options.ChartSource): the default threshold that Expr's
+	// thresholdMark stands for, or its share of token.refresh_before.
+	Threshold                 *float64 `yaml:"threshold,omitempty" json:"threshold,omitempty"`
+	ThresholdPerRefreshBefore float64  `yaml:"thresholdPerRefreshBefore,omitempty" json:"thresholdPerRefreshBefore,omitempty"`
 }
 
 // Rules are the alert rules with o's selector and overrides applied. The
@@ -38,19 +45,36 @@ func Rules(o Options) RuleFile {
 		base = DefaultRunbookBaseURL
 	}
 	g := RuleGroup{Name: "faxgate"}
-	s := newSel(o.Selector)
+	s := newSel(o.selector())
 	absent := equalities(s.matcher)
-	if o.Namespace != "" {
-		absent["namespace"] = o.Namespace
+	refresh := o.RefreshBefore
+	if refresh <= 0 {
+		refresh = time.Hour
 	}
 	for _, a := range alerts(s) {
 		ov := o.Alerts[a.Name]
 		if ov.Enabled != nil && !*ov.Enabled {
 			continue
 		}
+		expr := a.Expr
+		var chartThreshold *float64
+		if a.Unit != "" {
+			th := a.Threshold
+			if a.PerRefreshBefore > 0 {
+				th = a.PerRefreshBefore * refresh.Seconds()
+			}
+			if ov.Threshold != nil {
+				th = *ov.Threshold
+			}
+			if o.ChartSource {
+				chartThreshold = &th
+			} else {
+				expr = strings.ReplaceAll(expr, thresholdMark, FormatThreshold(th))
+			}
+		}
 		r := Rule{
 			Alert:  a.Name,
-			Expr:   a.Expr,
+			Expr:   expr,
 			For:    a.For,
 			Labels: map[string]string{"severity": a.Severity},
 			Annotations: map[string]string{
@@ -70,10 +94,18 @@ func Rules(o Options) RuleFile {
 		if ov.For != "" {
 			r.For = ov.For
 		}
+		if chartThreshold != nil {
+			r.Threshold = chartThreshold
+			r.ThresholdPerRefreshBefore = a.PerRefreshBefore
+		}
 		g.Rules = append(g.Rules, r)
 	}
 	return RuleFile{Groups: []RuleGroup{g}}
 }
+
+// FormatThreshold writes a threshold as PromQL reads it: plain decimals,
+// never an exponent.
+func FormatThreshold(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // Anchor is the runbook heading anchor of an alert: GitHub's anchor of a
 // heading that is the alert's name.

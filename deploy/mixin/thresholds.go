@@ -12,6 +12,14 @@ const (
 	// 30 (half an hour to fix it before callers see 503).
 	tokenTicketSeconds = 45 * 60
 	tokenPageSeconds   = 30 * 60
+	// The same as shares of token.refresh_before, which the chart passes
+	// in its release's value of (Options.RefreshBefore): 20m makes them 15
+	// and 10 minutes.
+	tokenTicketShare = 0.75
+	tokenPageShare   = 0.5
+	// refusedRatio of all requests refused by faxgate itself for reasons
+	// that mean it is broken for everyone, not that one caller misbehaves.
+	refusedRatio = 0.5
 
 	// minRequests is the traffic in 5 minutes below which no ratio alert
 	// fires: 1 failure in 3 requests is not an outage.
@@ -27,6 +35,9 @@ const (
 	rateLimitedRatio = 0.1
 	// budgetUsedRatio of an upstream budget window in use.
 	budgetUsedRatio = 0.9
+	// budgetFreshSeconds: a used ratio older than this (no decision on its
+	// window since) is not read; the window may have emptied since.
+	budgetFreshSeconds = 300
 	// throttledPer15m vendor 429s on a route in 15 minutes, or a hold
 	// longer than holdSeconds.
 	throttledPer15m = 3
@@ -43,8 +54,9 @@ const (
 	// requests will be refused.
 	waitNearMax = 0.8
 	minWaits    = 20
-	// notReadyFraction: FaxgateDown fires when fewer than this share of a
-	// release's targets answer a scrape (one replica restarting is not).
+	// upFraction: FaxgateDown fires when fewer than this share of a
+	// release's targets answer a scrape (one replica restarting is not),
+	// and some still do (none up is FaxgateAbsent's).
 	upFraction = 0.5
 )
 
@@ -53,3 +65,8 @@ const (
 // upload). They take seconds to minutes by nature, so the latency alert
 // leaves them out and the dashboard shows them apart.
 const uploadRoutes = "faxes.send|" + routetable.ContactsUploadPatientDoc
+
+// massRefusalReasons are the refusals that FaxgateRequestsRefused counts:
+// the ones that hit every caller at once when faxgate is misconfigured or
+// has no token (docs/metrics-and-alerts.md).
+const massRefusalReasons = "unidentified_caller|forbidden|token_unavailable"

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -19,50 +20,63 @@ import (
 )
 
 // TestChartShipsTheRulesAndDashboard: Helm reads only files inside the
-// chart, so the chart keeps copies of deploy/prometheus/faxgate-rules.yaml
-// and deploy/grafana/faxgate.json (make mixin); they must not drift,
-// and the rendered objects carry them whole.
+// chart, so the chart keeps a copy of deploy/grafana/faxgate.json (make
+// mixin; the rules' source is checked by deploy/mixin's tests); it must not
+// drift, and the rendered ConfigMap carries it whole but for the release's
+// own uid and title.
 func TestChartShipsTheRulesAndDashboard(t *testing.T) {
-	for copyPath, source := range map[string]string{
-		chartDir + "/files/faxgate-rules.yaml": repoRoot + "/deploy/prometheus/faxgate-rules.yaml",
-		chartDir + "/files/faxgate.json":       repoRoot + "/deploy/grafana/faxgate.json",
-	} {
-		a, err1 := os.ReadFile(copyPath)
-		b, err2 := os.ReadFile(source)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from %s: run make mixin", copyPath, source)
-		}
+	a, err1 := os.ReadFile(chartDir + "/files/faxgate.json")
+	src, err2 := os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
 	}
-	objs := objects(t, mustRender(t, "testdata/values/everything.yaml"))
-	var dash *corev1.ConfigMap
-	for _, o := range objs {
+	if !bytes.Equal(a, src) {
+		t.Errorf("the chart's files/faxgate.json differs from deploy/grafana/faxgate.json: run make mixin")
+	}
+	dash := dashboardConfigMap(t, mustRender(t, "testdata/values/everything.yaml"))
+	if dash.Labels["grafana_dashboard"] != "1" || dash.Namespace != "monitoring" {
+		t.Fatalf("dashboard ConfigMap %+v", dash)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal([]byte(dash.Data["faxgate.json"]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(src, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got["uid"] == want["uid"] || got["title"] != "faxgate gateways/faxgate" {
+		t.Errorf("uid %v, title %v: want the release's own", got["uid"], got["title"])
+	}
+	got["uid"], got["title"] = want["uid"], want["title"]
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json beyond its uid and title")
+	}
+}
+
+// dashboardConfigMap is the rendered dashboard ConfigMap.
+func dashboardConfigMap(t *testing.T, rendered string) *corev1.ConfigMap {
+	t.Helper()
+	for _, o := range objects(t, rendered) {
 		if o.Kind == "ConfigMap" && strings.HasSuffix(o.Metadata.Name, "-dashboard") {
-			dash = &corev1.ConfigMap{}
+			dash := &corev1.ConfigMap{}
 			if err := o.strict(dash); err != nil {
 				t.Fatal(err)
 			}
+			return dash
 		}
 	}
-	if dash == nil || dash.Labels["grafana_dashboard"] != "1" || dash.Namespace != "monitoring" {
-		t.Fatalf("dashboard ConfigMap %+v", dash)
-	}
-	src, _ := os.ReadFile(repoRoot + "/deploy/grafana/faxgate.json")
-	if strings.TrimSpace(dash.Data["faxgate.json"]) != strings.TrimSpace(string(src)) {
-		t.Error("the dashboard ConfigMap differs from deploy/grafana/faxgate.json")
-	}
+	t.Fatal("no dashboard ConfigMap rendered")
+	return nil
 }
 
 // TestChartRulesAreTheMixinsWithTheReleasesOverrides: the PrometheusRule is
 // what cmd/faxgate-mixin writes for the release's job and the same
 // prometheusRule values, with the default values and with every kind of
-// override (disable, severity, for, labels, additionalRuleLabels,
-// runbookBaseURL): the chart's template and the Go generator apply overrides
-// the same way.
+// override (disable, severity, for, labels, threshold, additionalRuleLabels,
+// runbookBaseURL) and with a short token.refresh_before: the chart's template
+// and the Go generator apply overrides and thresholds the same way.
 func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
-	for _, values := range []string{"testdata/values/default.yaml", "testdata/values/everything.yaml"} {
+	for _, values := range []string{"testdata/values/default.yaml", "testdata/values/everything.yaml", "testdata/values/hpa-redis.yaml"} {
 		t.Run(filepath.Base(values), func(t *testing.T) {
 			objs := objects(t, mustRender(t, values, "prometheusRule.enabled=true"))
 			obj := find(objs, "PrometheusRule")
@@ -72,6 +86,11 @@ func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
 			}
 			var v struct {
 				PrometheusRule mixin.Overrides `json:"prometheusRule"`
+				Config         struct {
+					Token struct {
+						RefreshBefore string `json:"refresh_before"`
+					} `json:"token"`
+				} `json:"config"`
 			}
 			b, err := os.ReadFile(values)
 			if err != nil {
@@ -80,7 +99,13 @@ func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
 			if err := yaml.Unmarshal(b, &v); err != nil {
 				t.Fatal(err)
 			}
-			opts := mixin.Options{Selector: `job="` + obj.Metadata.Name + `"`, Namespace: "gateways", Overrides: v.PrometheusRule}
+			refresh := time.Hour
+			if r := v.Config.Token.RefreshBefore; r != "" {
+				if refresh, err = time.ParseDuration(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := mixin.Options{Selector: `job="` + obj.Metadata.Name + `"`, Namespace: "gateways", RefreshBefore: refresh, Overrides: v.PrometheusRule}
 			if err := opts.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -119,6 +144,10 @@ func TestChartRulesAreTheMixinsWithTheReleasesOverrides(t *testing.T) {
 			if r.For != "0s" {
 				t.Errorf("FaxgateAbsent: for %q, want 0s", r.For)
 			}
+		case "FaxgateCertificateExpiryCritical":
+			if !strings.HasSuffix(r.Expr, "< 0.25 * 86400") {
+				t.Errorf("FaxgateCertificateExpiryCritical: %s, want the threshold of 0.25 days", r.Expr)
+			}
 		}
 	}
 	if seen["FaxgateCallerRateLimited"] || !seen["FaxgateAbsent"] {
@@ -140,8 +169,8 @@ func TestChartRulesSelectTheReleasesJob(t *testing.T) {
 	n := 0
 	for _, g := range pr.Spec.Groups {
 		for _, r := range g.Rules {
-			if strings.Contains(r.Expr, "faxgate.*") || !strings.Contains(r.Expr, `job="fax-gw"`) {
-				t.Errorf("%s: expr %q, want it to select job=\"fax-gw\" only", r.Alert, r.Expr)
+			if strings.Contains(r.Expr, "faxgate.*") || strings.Count(r.Expr, `{`) != strings.Count(r.Expr, `job="fax-gw",namespace="gateways"}`) {
+				t.Errorf("%s: expr %q, want every selector to select job=\"fax-gw\" in namespace gateways only", r.Alert, r.Expr)
 			}
 			n++
 		}

@@ -224,6 +224,9 @@ func TestChartGracePeriodCoversTheDrain(t *testing.T) {
 		{nil, 30 + 5 + 5},
 		{[]string{"config.server.shutdown_timeout=1m30s", "preStopDelaySeconds=10"}, 90 + 10 + 5},
 		{[]string{"config.server.shutdown_timeout=2h"}, 7200 + 5 + 5},
+		// Any duration faxgate takes: the schema no longer refuses these.
+		{[]string{"config.server.shutdown_timeout=1.5m"}, 90 + 5 + 5},
+		{[]string{"config.server.shutdown_timeout=2500ms"}, 3 + 5 + 5},
 		{[]string{"terminationGracePeriodSeconds=120"}, 120},
 	} {
 		d := deployment(t, mustRender(t, "testdata/values/default.yaml", tc.set...))
@@ -277,7 +280,7 @@ func TestChartReplicasPDBAndHPA(t *testing.T) {
 	}{
 		{"default", 1, false, false, ""},
 		{"replicas-redis", 3, true, false, "minAvailable=2"},
-		{"hpa-memory", 0, false, true, ""}, // minReplicas 1: a PDB could block every drain
+		{"hpa-redis", 0, false, true, ""}, // minReplicas 1: a PDB could block every drain
 		{"everything", 0, true, true, "maxUnavailable=1"},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
@@ -450,11 +453,11 @@ func TestChartOwnedConfigKeys(t *testing.T) {
 	}
 }
 
-// TestChartNotesWarnAboutTheMemoryStore: autoscaling with the memory store
-// is allowed but NOTES.txt says what it costs. helm template does not print
-// NOTES and helm install --dry-run wants a cluster, so this renders through
-// helm's own Go packages (the same version as the pinned CLI), client only.
-func TestChartNotesWarnAboutTheMemoryStore(t *testing.T) {
+// TestChartNotes: NOTES.txt tells how to check the key and open the status
+// page. helm template does not print NOTES and helm install --dry-run wants
+// a cluster, so this renders through helm's own Go packages (the same
+// version as the pinned CLI), client only.
+func TestChartNotes(t *testing.T) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
@@ -478,10 +481,7 @@ func TestChartNotesWarnAboutTheMemoryStore(t *testing.T) {
 		}
 		return rel.Info.Notes
 	}
-	if n := notes("testdata/values/hpa-memory.yaml"); !strings.Contains(n, "WARNING: config.token.store is memory while more than one pod can run") {
-		t.Errorf("no warning:\n%s", n)
-	}
-	for _, values := range []string{"testdata/values/replicas-redis.yaml", "testdata/values/default.yaml"} {
+	for _, values := range []string{"testdata/values/hpa-redis.yaml", "testdata/values/replicas-redis.yaml", "testdata/values/default.yaml"} {
 		if n := notes(values); strings.Contains(n, "WARNING") || !strings.Contains(n, "helm test faxgate -n gateways") {
 			t.Errorf("%s: notes\n%s", values, n)
 		}

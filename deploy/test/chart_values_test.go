@@ -94,9 +94,18 @@ func TestChartHelmTestPassesTheNetworkPolicy(t *testing.T) {
 	if !admitted {
 		t.Errorf("no ingress rule on the admin port admits the test pod %v: %+v", podLabels, np.Spec.Ingress)
 	}
-	cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
-	if !strings.Contains(cmd, "http://faxgate-metrics:9090/readyz") {
-		t.Errorf("test pod command %q does not GET /readyz on the metrics Service's admin port", cmd)
+	// The gateway's own image (faxgate probe), with the release's pull
+	// secrets: no other image to pull into a cluster that allows only its
+	// own registry.
+	c := pod.Spec.Containers[0]
+	if args := strings.Join(c.Args, " "); len(c.Command) != 0 || args != "probe --timeout 5s http://faxgate-metrics:9090/readyz" {
+		t.Errorf("test pod command %q args %q, want faxgate probe of /readyz on the metrics Service's admin port", c.Command, args)
+	}
+	if c.Image != d.Spec.Template.Spec.Containers[0].Image || c.ImagePullPolicy != d.Spec.Template.Spec.Containers[0].ImagePullPolicy {
+		t.Errorf("test pod image %q (%s), want the gateway's %q", c.Image, c.ImagePullPolicy, d.Spec.Template.Spec.Containers[0].Image)
+	}
+	if len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("test pod pull secrets %v, want the release's regcred", pod.Spec.ImagePullSecrets)
 	}
 }
 
@@ -114,6 +123,23 @@ func TestChartRefusesBadValues(t *testing.T) {
 			"at '/config/upstream': missing property 'base_url'"},
 		{"several replicas on the memory store", "testdata/values/default.yaml", []string{"replicaCount=3"},
 			"at '/config/token/store': value must be 'redis'"},
+		{"several replicas limiting each on its own", "testdata/values/default.yaml", []string{"replicaCount=3", "config.token.store=redis"},
+			"at '/config/rate_limit/backend': value must be 'redis'"},
+		{"an autoscaler on the memory store", "testdata/values/default.yaml", []string{"autoscaling.enabled=true", "config.rate_limit.backend=redis"},
+			"at '/config/token/store': value must be 'redis'"},
+		{"an autoscaler limiting each pod on its own", "testdata/values/default.yaml", []string{"autoscaling.enabled=true", "config.token.store=redis"},
+			"at '/config/rate_limit/backend': value must be 'redis'"},
+		{"an unknown key of a later section", "testdata/values/default.yaml", []string{"config.tracing.sample_rate=0.1"},
+			"at '/config/tracing': additional properties 'sample_rate' not allowed"},
+		{"an unknown key in a list", "testdata/values/default.yaml", []string{"config.callers.list[0].name=a", "config.callers.list[0].alow[0]=x"},
+			"at '/config/callers/list/0': additional properties 'alow' not allowed"},
+		{"a single value where a section belongs", "testdata/values/default.yaml", []string{"config.tracing=on"},
+			"at '/config/tracing': got string, want"},
+		{"a threshold for an alert without one", "testdata/values/default.yaml",
+			[]string{"prometheusRule.enabled=true", "prometheusRule.alerts.FaxgateAbsent.threshold=1"},
+			"prometheusRule.alerts.FaxgateAbsent.threshold: the alert has no threshold"},
+		{"a negative threshold", "testdata/values/default.yaml", []string{"prometheusRule.alerts.FaxgateDown.threshold=-1"},
+			"at '/prometheusRule/alerts/FaxgateDown/threshold'"},
 		{"a typo", "testdata/values/default.yaml", []string{"replicaCont=2"},
 			"additional properties 'replicaCont' not allowed"},
 		{"a typo in a toggle", "testdata/values/default.yaml", []string{"serviceMonitor.enable=true"},
@@ -128,8 +154,6 @@ func TestChartRefusesBadValues(t *testing.T) {
 			"remove admin.listen from config"},
 		{"mTLS without TLS", "testdata/values/default.yaml", []string{"tls.clientCASecret=ca"},
 			"at '/tls/existingSecret': minLength: got 0, want 1"},
-		{"a fractional shutdown timeout", "testdata/values/default.yaml", []string{"config.server.shutdown_timeout=1.5m"},
-			"at '/config/server/shutdown_timeout'"},
 		{"an override of an alert that does not exist", "testdata/values/default.yaml",
 			[]string{"prometheusRule.enabled=true", "prometheusRule.alerts.FaxgateDwn.enabled=false"},
 			"prometheusRule.alerts.FaxgateDwn: no such alert (the alerts: FaxgateAPIKeyRejected, FaxgateAbsent,"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
@@ -305,6 +306,15 @@ callers:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What faxgate serve registers beside the gateway's own: the Go
+	// runtime's and the process's collectors (memory and CPU per pod).
+	runtimeReg := prometheus.NewRegistry()
+	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rmfs, err := runtimeReg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs = append(mfs, rmfs...)
 	for _, mf := range mfs {
 		add(mf.GetName())
 		for _, m := range mf.GetMetric() {
@@ -319,7 +329,7 @@ callers:
 	desc := regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
 	// The gateway's Metrics holds its own collectors and, one level down,
 	// each part's (proxy, tokencache, policy/limit, servertls).
-	var collectors []prometheus.Collector
+	var parts []prometheus.Collector
 	var walk func(v reflect.Value)
 	walk = func(v reflect.Value) {
 		for i := 0; i < v.NumField(); i++ {
@@ -328,14 +338,14 @@ callers:
 				continue
 			}
 			if c, ok := f.Interface().(prometheus.Collector); ok {
-				collectors = append(collectors, c)
+				parts = append(parts, c)
 			} else if f.Kind() == reflect.Pointer && !f.IsNil() && f.Elem().Kind() == reflect.Struct {
 				walk(f.Elem())
 			}
 		}
 	}
 	walk(reflect.ValueOf(g.Metrics).Elem())
-	for _, c := range collectors {
+	for _, c := range parts {
 		ch := make(chan *prometheus.Desc, 4)
 		go func() { c.Describe(ch); close(ch) }()
 		for d := range ch {

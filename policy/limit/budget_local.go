@@ -172,7 +172,10 @@ func (b *LocalBudget) Admit(_ context.Context, caller, route string, reserveOnly
 	if b.met != nil {
 		for i, w := range apply {
 			r, _ := applied[i].windowRoute(route)
-			b.met.BudgetUsedRatio.WithLabelValues(applied[i].name, r).Set(float64(w.used()) / float64(applied[i].n))
+			b.met.observeWindow(applied[i].name, r, float64(w.used())/float64(applied[i].n), now)
+			if d.Allowed {
+				b.met.BudgetSpent.WithLabelValues(caller, applied[i].name).Inc()
+			}
 		}
 	}
 	return d

@@ -256,8 +256,12 @@ func (b *RedisBudget) decide(ctx context.Context, caller, route string, reserveO
 	if len(v) != 4+len(applied) {
 		return BudgetDecision{}, fmt.Errorf("budget script returned %d values, want %d", len(v), 4+len(applied))
 	}
+	now := b.now()
 	for i, l := range applied {
-		b.met.BudgetUsedRatio.WithLabelValues(l.name, routes[i]).Set(float64(v[4+i]) / float64(l.n))
+		b.met.observeWindow(l.name, routes[i], float64(v[4+i])/float64(l.n), now)
+		if v[0] == 1 {
+			b.met.BudgetSpent.WithLabelValues(caller, l.name).Inc()
+		}
 	}
 	if v[0] == 1 {
 		return BudgetDecision{Allowed: true}, nil

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 )
 
 // Metrics are the shared limits' collectors (docs/metrics-and-alerts.md).
@@ -14,7 +15,15 @@ type Metrics struct {
 	// series (rather than a misleading 0) until a Redis limiter decides.
 	RateLimitBackendUp *prometheus.GaugeVec
 	BudgetUsedRatio    *prometheus.GaugeVec // limit, route ("" for tenant scope)
-	BudgetFallback     prometheus.Counter   // decisions made locally while Redis was unreachable
+	// BudgetUsedAt is when each BudgetUsedRatio was last set (a decision
+	// on its window): the ratio is as of then, and an alert reads it only
+	// while it is fresh, so that a window nobody asks about keeps no
+	// alert firing once traffic stops.
+	BudgetUsedAt *prometheus.GaugeVec // limit, route
+	// BudgetSpent counts the requests admitted under each limit, by
+	// caller: who spends the vendor's budget.
+	BudgetSpent    *prometheus.CounterVec // caller, limit
+	BudgetFallback prometheus.Counter     // decisions made locally while Redis was unreachable
 	// BudgetWaiting is the requests waiting now for a hold or a limit
 	// (upstream_budget.max_wait); the Waitlist keeps it.
 	BudgetWaiting prometheus.Gauge
@@ -55,6 +64,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "faxgate_upstream_budget_used_ratio",
 			Help: "Used fraction of an upstream_budget limit's sliding window as of its last decision, by limit and route (\"\" for tenant scope).",
 		}, []string{"limit", "route"}),
+		BudgetUsedAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "faxgate_upstream_budget_used_ratio_timestamp_seconds",
+			Help: "When faxgate_upstream_budget_used_ratio of the same limit and route was last set (Unix seconds): its value is as of then.",
+		}, []string{"limit", "route"}),
+		BudgetSpent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faxgate_upstream_budget_spent_total",
+			Help: "Requests admitted to the upstream and counted against an upstream_budget limit, by caller and limit.",
+		}, []string{"caller", "limit"}),
 		BudgetFallback: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "faxgate_upstream_budget_fallback_total",
 			Help: "Upstream budget decisions made locally (requests / replicas_hint) because Redis was unreachable or slow.",
@@ -89,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Upstream 429 answers seen, by route; each one, with upstream_budget.honor_retry_after, holds the route.",
 		}, []string{"route"}),
 	}
-	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetFallback,
+	reg.MustRegister(m.RateLimitFallback, m.RateLimitBackendUp, m.BudgetUsedRatio, m.BudgetUsedAt, m.BudgetSpent, m.BudgetFallback,
 		m.BudgetWaiting, m.BudgetMaxWait, m.BudgetMaxWaiting, m.BudgetRefused, m.BudgetWait, m.BudgetWaitEvicted,
 		m.UpstreamThrottled)
 	return m
@@ -98,8 +115,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // StartSeries creates at 0 the series of the admission's counters that an
 // alert or a dashboard panel selects, for the label values the rules make
 // known (docs/metrics-and-alerts.md, Series from the start): every route's
-// throttled count, every caller's refusals by limit and, with waiting on,
-// its waits. Called whenever rules are applied, never by a request.
+// throttled count, every caller's refusals and spending by limit and, with
+// waiting on, its waits. Called whenever rules are applied, never by a
+// request; callers or limits a reload removes keep their series.
 func (m *Metrics) StartSeries(callers, routes []string, r *UpstreamRules) {
 	for _, route := range routes {
 		m.UpstreamThrottled.WithLabelValues(route)
@@ -107,6 +125,7 @@ func (m *Metrics) StartSeries(callers, routes []string, r *UpstreamRules) {
 	for _, c := range callers {
 		for _, l := range r.Limits {
 			m.BudgetRefused.WithLabelValues(c, l)
+			m.BudgetSpent.WithLabelValues(c, l)
 		}
 		if r.MaxWait > 0 {
 			m.BudgetWait.WithLabelValues(c)
@@ -119,6 +138,13 @@ func (m *Metrics) StartSeries(callers, routes []string, r *UpstreamRules) {
 func (m *Metrics) SetWaitSettings(maxWait time.Duration, maxWaiting int) {
 	m.BudgetMaxWait.Set(maxWait.Seconds())
 	m.BudgetMaxWaiting.Set(float64(maxWaiting))
+}
+
+// observeWindow records a decision's view of limit's window for route: its
+// used ratio, and when that was.
+func (m *Metrics) observeWindow(limit, route string, ratio float64, at time.Time) {
+	m.BudgetUsedRatio.WithLabelValues(limit, route).Set(ratio)
+	m.BudgetUsedAt.WithLabelValues(limit, route).Set(float64(at.UnixMilli()) / 1000)
 }
 
 // RegisterHolds exports faxgate_upstream_hold_seconds{route}: the time left

@@ -19,6 +19,11 @@ import (
 // step with deploy/grafana/faxgate.json.
 var mainPanels = []string{
 	"Ready replicas",
+	"Scrape up, per pod",
+	"Memory per pod",
+	"CPU per pod",
+	"Budget spent, by caller and limit",
+	"Budget used, by limit and route",
 	"Token expires in",
 	"Configuration",
 	"Requests by caller",

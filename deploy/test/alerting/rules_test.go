@@ -43,9 +43,10 @@ func renderRules(t *testing.T, helm, dir string, r *release, short bool) string 
 	if err != nil {
 		t.Fatalf("helm template %s: %v", r.name, err)
 	}
-	// The rules must select this release's scrape job, or nothing fires.
-	if sel := `job="` + r.fullname + `"`; !strings.Contains(string(mustYAML(t, groups)), sel) {
-		t.Fatalf("the chart's rules for release %s never select %s, the job its ServiceMonitor sets", r.name, sel)
+	// The rules must select this release's job and namespace, or nothing
+	// fires, or the other release's series fire them too.
+	if sel := `job="` + r.fullname + `",namespace="` + r.namespace + `"`; !strings.Contains(string(mustYAML(t, groups)), sel) {
+		t.Fatalf("the chart's rules for release %s in %s never select %s", r.name, r.namespace, sel)
 	}
 	if short {
 		for _, g := range groups {
@@ -57,7 +58,7 @@ func renderRules(t *testing.T, helm, dir string, r *release, short bool) string 
 			}
 		}
 	}
-	path := filepath.Join(dir, r.name+".rules.yaml")
+	path := filepath.Join(dir, r.namespace+".rules.yaml")
 	writeFile(t, path, string(mustYAML(t, map[string]any{"groups": groups})))
 	return path
 }

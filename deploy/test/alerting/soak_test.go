@@ -57,7 +57,7 @@ func TestSoak(t *testing.T) {
 		do   func()
 	}{
 		{d / 3, "one vendor 429 with Retry-After: 1", func() { s.vendor.throttle.Store(true) }},
-		{d / 2, "alpha-faxgate-1 restarted", func() { s.restart(t, s.release("alpha").replicas[1], tr) }},
+		{d / 2, "payments/faxgate-1 restarted", func() { s.restart(t, s.release("payments").replicas[1], tr) }},
 	}
 	for _, ev := range events {
 		time.Sleep(time.Until(start.Add(ev.at)))

@@ -45,10 +45,12 @@ const (
 )
 
 // release is one Helm release of faxgate in the test: its replicas share a
-// configuration (but for ports), a namespace and a scrape job.
+// configuration (but for ports), a namespace and a job. Both releases have
+// the same name, as the docs' own `helm install faxgate` run in two
+// namespaces does: only the namespace tells them apart.
 type release struct {
 	name      string // Helm release name
-	fullname  string // what the chart names it, and the scrape job
+	fullname  string // what the chart names it, and the job label
 	namespace string
 	replicas  []*replica
 }
@@ -62,8 +64,8 @@ type replica struct {
 }
 
 // stack is everything one test runs: Redis, faxsim behind the test's vendor
-// front, two releases of two replicas, Prometheus and Alertmanager with the
-// test's webhooks.
+// front, two releases of one name in two namespaces with two replicas each,
+// Prometheus and Alertmanager with the test's webhooks.
 type stack struct {
 	dir      string
 	vendor   *vendor
@@ -82,10 +84,10 @@ type stackOptions struct {
 	keyB string
 }
 
-// The two releases: Helm release names and namespaces.
+// The two releases: one Helm release name, two namespaces (A and B).
 var releaseSpecs = []struct{ name, namespace string }{
-	{"alpha", "ns-a"},
-	{"bravo", "ns-b"},
+	{"faxgate", "payments"},
+	{"faxgate", "fax-staging"},
 }
 
 func startStack(t *testing.T, o stackOptions) *stack {
@@ -101,21 +103,27 @@ func startStack(t *testing.T, o stackOptions) *stack {
 
 	var ruleFiles []string
 	for i, spec := range releaseSpecs {
-		r := &release{name: spec.name, fullname: spec.name + "-faxgate", namespace: spec.namespace}
+		// The chart's full name: the release name when it holds the
+		// chart's name.
+		fullname := spec.name
+		if !strings.Contains(spec.name, "faxgate") {
+			fullname += "-faxgate"
+		}
+		r := &release{name: spec.name, fullname: fullname, namespace: spec.namespace}
 		key := goodKey
 		if i == 1 && o.keyB != "" {
 			key = o.keyB
 		}
-		keyFile := filepath.Join(s.dir, r.name+".key")
+		keyFile := filepath.Join(s.dir, r.namespace+".key")
 		writeFile(t, keyFile, key)
 		for n := range 2 {
 			rep := &replica{pod: fmt.Sprintf("%s-%d", r.fullname, n)}
 			port, admin := freePort(t), freePort(t)
 			rep.url = fmt.Sprintf("http://127.0.0.1:%d", port)
 			rep.admin = fmt.Sprintf("127.0.0.1:%d", admin)
-			cfg := filepath.Join(s.dir, rep.pod+".yaml")
-			writeFile(t, cfg, faxgateConfig(port, admin, s.vendor.srv.URL, keyFile, rdb.Addr, r.name))
-			rep.p = startProc(t, rep.pod, filepath.Join(binDir, "faxgate"), "serve", "--config", cfg)
+			cfg := filepath.Join(s.dir, r.namespace+"-"+rep.pod+".yaml")
+			writeFile(t, cfg, faxgateConfig(port, admin, s.vendor.srv.URL, keyFile, rdb.Addr, r.namespace))
+			rep.p = startProc(t, r.namespace+"/"+rep.pod, filepath.Join(binDir, "faxgate"), "serve", "--config", cfg)
 			r.replicas = append(r.replicas, rep)
 		}
 		ruleFiles = append(ruleFiles, renderRules(t, helm, s.dir, r, o.shortFor))
@@ -132,18 +140,19 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// release returns the release named name.
-func (s *stack) release(name string) *release {
+// release returns the release in namespace ns.
+func (s *stack) release(ns string) *release {
 	for _, r := range s.releases {
-		if r.name == name {
+		if r.namespace == ns {
 			return r
 		}
 	}
-	panic("no release " + name)
+	panic("no release in " + ns)
 }
 
 // faxgateConfig is one replica's configuration file (docs/configuration.md):
-// its own ports, the release's key file and Redis key prefix, the test's
+// its own ports, the release's key file and Redis key prefix (its namespace:
+// the two releases share one Redis and a name), the test's
 // callers (identified by header from loopback, as from a trusted proxy).
 func faxgateConfig(port, admin int, upstream, keyFile, redisAddr, release string) string {
 	return fmt.Sprintf(`server:
@@ -185,6 +194,11 @@ rate_limit:
 routes:
   extra:
     - { name: faxes.send, method: POST, path: /v1/faxes/send }
+# A daily budget far above the test's traffic: its windows and who spends
+# them show on the dashboard, and nothing nears its limit.
+upstream_budget:
+  limits:
+    - { name: daily, scope: tenant, requests: 100000, per: 24h }
 log:
   level: warn
 `, port, admin, upstream, keyFile, redisAddr, release)
@@ -218,16 +232,18 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// scrapeConfig is one Prometheus scrape job per release, named after its
-// full name as the chart's ServiceMonitor names it, each target with the
-// namespace and pod labels the Prometheus Operator gives it.
+// scrapeConfig is one Prometheus scrape job per release, as the Prometheus
+// Operator makes one per ServiceMonitor (serviceMonitor/<namespace>/<name>),
+// each target with the job label the chart's ServiceMonitor sets (the full
+// name: the same for both releases) and the namespace and pod labels the
+// operator gives it.
 func scrapeConfig(releases []*release) string {
 	var b strings.Builder
 	b.WriteString("scrape_configs:\n")
 	for _, r := range releases {
-		fmt.Fprintf(&b, "  - job_name: %q\n    static_configs:\n", r.fullname)
+		fmt.Fprintf(&b, "  - job_name: %q\n    static_configs:\n", "serviceMonitor/"+r.namespace+"/"+r.fullname)
 		for _, rep := range r.replicas {
-			fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {namespace: %q, pod: %q}\n", rep.admin, r.namespace, rep.pod)
+			fmt.Fprintf(&b, "      - targets: [%q]\n        labels: {job: %q, namespace: %q, pod: %q}\n", rep.admin, r.fullname, r.namespace, rep.pod)
 		}
 	}
 	return b.String()

@@ -38,6 +38,8 @@ var documentedMetrics = []struct {
 	{"faxgate_upstream_hold_seconds", "GAUGE", []string{"route"}},
 	{"faxgate_upstream_ratelimit_remaining", "GAUGE", []string{"route"}},
 	{"faxgate_upstream_budget_used_ratio", "GAUGE", []string{"limit", "route"}},
+	{"faxgate_upstream_budget_used_ratio_timestamp_seconds", "GAUGE", []string{"limit", "route"}},
+	{"faxgate_upstream_budget_spent_total", "COUNTER", []string{"caller", "limit"}},
 	{"faxgate_upstream_budget_refused_total", "COUNTER", []string{"caller", "limit"}},
 	{"faxgate_ready", "GAUGE", nil},
 	{"faxgate_config_last_reload_successful", "GAUGE", nil},
@@ -68,6 +70,8 @@ callers:
 	m.Limits.BudgetRefused.WithLabelValues("intake", "tenant").Inc()
 	m.Tokens.StoreErrors.WithLabelValues("load").Inc()
 	m.Limits.BudgetUsedRatio.WithLabelValues("tenant", "").Set(0.5)
+	m.Limits.BudgetUsedAt.WithLabelValues("tenant", "").Set(1)
+	m.Limits.BudgetSpent.WithLabelValues("intake", "tenant").Inc()
 	m.TLS.CertExpiry.WithLabelValues("faxgate.example").Set(1)
 	m.TLS.HandshakeErrors.WithLabelValues("protocol").Inc()
 	g.Gateway.Holds.Hold("contacts.list", 3*time.Second)

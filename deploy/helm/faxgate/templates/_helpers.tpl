@@ -101,7 +101,15 @@ environment variable, the TLS files).
 {{- $_ := set $cfg "server" $server }}
 {{- $admin := get $cfg "admin" | default dict }}
 {{- $_ := set $admin "listen" ":9090" }}
+{{- /* The admin listener answers IP literals and localhost; these names are
+the metrics Service's, which helm test and in-cluster clients use. */}}
+{{- $_ := set $admin "allowed_hosts" (concat (include "faxgate.metricsHosts" . | fromYamlArray) (get $admin "allowed_hosts" | default list) | uniq) }}
 {{- $_ := set $cfg "admin" $admin }}
+{{- $rl := get $cfg "rate_limit" | default dict }}
+{{- if not (get $rl "replicas_hint") }}
+{{- $_ := set $rl "replicas_hint" (include "faxgate.maxPods" . | int) }}
+{{- end }}
+{{- $_ := set $cfg "rate_limit" $rl }}
 {{- $upstream := get $cfg "upstream" | default dict }}
 {{- $_ := set $upstream "api_key_file" (printf "%s/%s" (include "faxgate.apiKeyDir" .) .Values.apiKey.key) }}
 {{- $_ := set $cfg "upstream" $upstream }}
@@ -113,23 +121,31 @@ environment variable, the TLS files).
 {{- toYaml $cfg }}
 {{- end }}
 
-{{/* Seconds in a Go duration made of whole hours, minutes and seconds ("1m30s"). */}}
-{{- define "faxgate.seconds" -}}
-{{- $d := . | toString }}
-{{- $total := 0 }}
-{{- range $part := regexFindAll "[0-9]+[hms]" $d -1 }}
-{{- $n := trimSuffix "h" (trimSuffix "m" (trimSuffix "s" $part)) | atoi }}
-{{- if hasSuffix "h" $part }}{{ $total = add $total (mul $n 3600) }}
-{{- else if hasSuffix "m" $part }}{{ $total = add $total (mul $n 60) }}
-{{- else }}{{ $total = add $total $n }}{{ end }}
+{{/*
+Seconds in a Go duration ("1h", "1.5h", "20m30s", "500ms"), as a decimal
+string for float64: the token alerts' thresholds are shares of
+token.refresh_before, which faxgate check accepts in any of these forms.
+*/}}
+{{- define "faxgate.durationSeconds" -}}
+{{- $total := 0.0 }}
+{{- $units := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001 }}
+{{- range $part := regexFindAll "[0-9]*\\.?[0-9]+(ns|us|µs|ms|h|m|s)" (toString .) -1 }}
+{{- $unit := regexFind "(ns|us|µs|ms|h|m|s)$" $part }}
+{{- $total = addf $total (mulf (trimSuffix $unit $part | float64) (get $units $unit)) }}
 {{- end }}
 {{- $total }}
+{{- end }}
+
+{{/* A number as PromQL reads it: whole numbers without a fraction or an exponent. */}}
+{{- define "faxgate.number" -}}
+{{- $v := . | float64 }}
+{{- if and (eq $v (floor $v)) (lt $v 1e15) }}{{ printf "%d" (int64 $v) }}{{ else }}{{ $v }}{{ end }}
 {{- end }}
 
 {{/* The termination grace period: the drain budget plus the preStop delay, with 5 s to spare. */}}
 {{- define "faxgate.terminationGracePeriod" -}}
 {{- $shutdown := 30 }}
-{{- with .Values.config.server }}{{ with .shutdown_timeout }}{{ $shutdown = include "faxgate.seconds" . | atoi }}{{ end }}{{ end }}
+{{- with .Values.config.server }}{{ with .shutdown_timeout }}{{ $shutdown = include "faxgate.durationSeconds" . | float64 | ceil | int }}{{ end }}{{ end }}
 {{- $floor := add $shutdown .Values.preStopDelaySeconds }}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
 {{- add $floor 5 }}
@@ -140,10 +156,19 @@ environment variable, the TLS files).
 {{- end }}
 {{- end }}
 
-{{/* True when more than one pod can run at once. */}}
-{{- define "faxgate.multiPod" -}}
-{{- if .Values.autoscaling.enabled }}{{ if gt (int .Values.autoscaling.maxReplicas) 1 }}true{{ end }}
-{{- else if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{/* The in-cluster names of the metrics Service, as a YAML list. */}}
+{{- define "faxgate.metricsHosts" -}}
+{{- $svc := printf "%s-metrics" (include "faxgate.fullname" .) }}
+{{- $ns := .Release.Namespace }}
+- {{ $svc }}
+- {{ $svc }}.{{ $ns }}
+- {{ $svc }}.{{ $ns }}.svc
+- {{ $svc }}.{{ $ns }}.svc.{{ .Values.clusterDomain | trimSuffix "." }}
+{{- end }}
+
+{{/* The most pods that can run at once: replicaCount, or autoscaling.maxReplicas. */}}
+{{- define "faxgate.maxPods" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas | int }}{{ else }}{{ .Values.replicaCount | int }}{{ end }}
 {{- end }}
 
 {{- define "faxgate.tokenStore" -}}
