@@ -222,9 +222,11 @@ func TestFleetRefusesAtOnceBeyondMaxWait(t *testing.T) {
 		t.Fatalf("the vendor's 429: %+v", first)
 	}
 	f.waitHeld(t, "contacts.list")
+	// A request that waited would take max_wait (5 s); half of it leaves a
+	// busy machine its margin.
 	for i, c := range burst(t, f, 6) {
 		n, _ := strconv.Atoi(c.retryAfter)
-		if c.status != 429 || c.code != "upstream_throttled" || n < 25 || n > 30 || c.took > 500*time.Millisecond {
+		if c.status != 429 || c.code != "upstream_throttled" || n < 25 || n > 30 || c.took > 2500*time.Millisecond {
 			t.Errorf("request %d: %+v, want upstream_throttled with about 30 s at once", i, c)
 		}
 	}
