@@ -133,6 +133,13 @@ func (f *fleet) drive(t *testing.T, workers int) *traffic {
 	return tr
 }
 
+// waitServed waits for n more requests answered 200.
+func (tr *traffic) waitServed(t *testing.T, n int64) {
+	t.Helper()
+	want := tr.ok.Load() + n
+	eventually.Eventually(t, 10*time.Second, fmt.Sprintf("%d more requests served", n), func() bool { return tr.ok.Load() >= want })
+}
+
 func (tr *traffic) finish(t *testing.T) {
 	t.Helper()
 	close(tr.stop)
@@ -156,6 +163,7 @@ func TestFleetOneRenewalPerLifetime(t *testing.T) {
 	tr := f.drive(t, 8)
 	const lifetimes = 2
 	for i := range lifetimes {
+		tr.waitServed(t, 20)
 		tok := f.gws[0].Tokens.Current()
 		clk.JumpTo(f.renewalDue(tok))
 		eventually.Eventually(t, 10*time.Second, fmt.Sprintf("renewal %d held by every replica", i+1),
@@ -183,7 +191,7 @@ func TestRedisKillAndRestartUnderTraffic(t *testing.T) {
 	clk := newJumpClock()
 	f := startFleet(t, 3, clk, r.Addr)
 	tr := f.drive(t, 6)
-	eventually.Eventually(t, 5*time.Second, "traffic before the outage", func() bool { return tr.ok.Load() > 0 })
+	tr.waitServed(t, 20)
 	tok := f.gws[0].Tokens.Current()
 	r.Kill()
 	clk.JumpTo(f.renewalDue(tok))
@@ -277,6 +285,7 @@ func TestLeaseHolderCrashCausesNoGap(t *testing.T) {
 	clk := newJumpClock()
 	f := startFleet(t, 3, clk, r.Addr)
 	tr := f.drive(t, 6)
+	tr.waitServed(t, 20)
 	// The "crashed" replica: same account, takes the lease and never
 	// releases it. Redis lets it go after leaseTTL.
 	const leaseTTL = 1500 * time.Millisecond
