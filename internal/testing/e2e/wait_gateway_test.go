@@ -121,7 +121,7 @@ server:
 upstream_budget:
   max_wait: 90s
 `})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}, Timeout: 20 * time.Second}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}, Timeout: hold}
 	t.Cleanup(client.CloseIdleConnections)
 	var before, after runtime.MemStats
 	runtime.GC()
