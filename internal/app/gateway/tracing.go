@@ -95,8 +95,7 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 // ten seconds against a collector that is down. Once Shutdown has returned,
 // the export in flight is cancelled and the rest is dropped unsent.
 func newBatcher(exp sdktrace.SpanExporter, log *zap.Logger) sdktrace.SpanProcessor {
-	q := &quietExporter{next: exp, log: log}
-	q.stopped, q.stop = context.WithCancel(context.Background())
+	q := &quietExporter{next: exp, log: log, done: make(chan struct{})}
 	return boundedFlush{
 		SpanProcessor: sdktrace.NewBatchSpanProcessor(q,
 			sdktrace.WithMaxQueueSize(traceQueueSize),
@@ -110,7 +109,7 @@ func newBatcher(exp sdktrace.SpanExporter, log *zap.Logger) sdktrace.SpanProcess
 // boundedFlush stops its exporter once the processor's Shutdown returns.
 type boundedFlush struct {
 	sdktrace.SpanProcessor
-	stop context.CancelFunc
+	stop func()
 }
 
 func (b boundedFlush) Shutdown(ctx context.Context) error {
@@ -191,25 +190,43 @@ func (s sampler) Description() string {
 // Once stopped (the processor's Shutdown has returned), the export in
 // flight is cancelled and later ones are dropped without a try.
 type quietExporter struct {
-	next    sdktrace.SpanExporter
-	log     *zap.Logger
-	stopped context.Context
-	stop    context.CancelFunc
+	next     sdktrace.SpanExporter
+	log      *zap.Logger
+	done     chan struct{} // closed by stop
+	stopOnce sync.Once
 
 	mu       sync.Mutex
 	lastWarn time.Time
 	down     bool // the last export failed
 }
 
+// stop cancels the export in flight and drops every later one.
+func (e *quietExporter) stop() { e.stopOnce.Do(func() { close(e.done) }) }
+
+func (e *quietExporter) stopped() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (e *quietExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if e.stopped.Err() != nil {
+	if e.stopped() {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(e.stopped, cancel)()
+	go func() {
+		select {
+		case <-e.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := e.next.ExportSpans(ctx, spans)
-	if e.stopped.Err() != nil {
+	if e.stopped() {
 		// Cut short at shutdown: the collector's health is unknown.
 		return nil
 	}
