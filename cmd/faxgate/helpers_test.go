@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -184,15 +185,12 @@ func startServe(t *testing.T, path string, getenv func(string) (string, bool)) *
 // waitReady polls /readyz until it answers 200.
 func (g *gateway) waitReady(t *testing.T) {
 	t.Helper()
-	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		code, body := get(t, g.adminURL+"/readyz", nil)
-		if code == http.StatusOK {
-			return
+	eventually.EventuallyErr(t, 10*time.Second, "/readyz to answer 200", func() error {
+		if code, body := get(t, g.adminURL+"/readyz", nil); code != http.StatusOK {
+			return fmt.Errorf("last answer %d %s\nstderr:\n%s", code, body, g.stderr.String())
 		}
-		last = fmt.Sprintf("%d %s", code, body)
-	}
-	t.Fatalf("/readyz not 200 within 10s; last answer %s\nstderr:\n%s", last, g.stderr.String())
+		return nil
+	})
 }
 
 // wait returns run's exit code, failing the test after max.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // reloadConfig is a serve config whose callers section the tests rewrite.
@@ -137,15 +138,6 @@ func (f *reloadFixture) metric(t *testing.T, name string) string {
 	return ""
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-}
-
 func TestReloadOnFileChange(t *testing.T) {
 	f := startReloadable(t, time.Second)
 	if code := f.templates(t); code != http.StatusForbidden {
@@ -153,10 +145,10 @@ func TestReloadOnFileChange(t *testing.T) {
 	}
 	f.write(t, `"*"`, "")
 	f.poll(t, time.Second)
-	eventually(t, "the new allow list applies", func() bool { return f.templates(t) == http.StatusOK })
+	eventually.Eventually(t, 5*time.Second, "the new allow list applies", func() bool { return f.templates(t) == http.StatusOK })
 	// The rules are swapped before the reload is counted: the count may
 	// trail the first request the new rules answer by a moment.
-	eventually(t, "the reload is counted", func() bool {
+	eventually.Eventually(t, 5*time.Second, "the reload is counted", func() bool {
 		return f.metric(t, `faxgate_config_reload_total{result="ok"}`) == "1"
 	})
 	if got := f.metric(t, "faxgate_config_last_reload_success_timestamp_seconds"); got == "" || got == "0" {
@@ -170,7 +162,7 @@ func TestReloadKeepsServingWhenTheNewFileIsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.poll(t, time.Second)
-	eventually(t, "the rejection is counted", func() bool {
+	eventually.Eventually(t, 5*time.Second, "the rejection is counted", func() bool {
 		return f.metric(t, `faxgate_config_reload_total{result="error"}`) == "1"
 	})
 	if !strings.Contains(f.g.stderr.String(), "config reload rejected") || !strings.Contains(f.g.stderr.String(), `invalid CIDR \"10.0.0/8\"`) {
@@ -193,15 +185,15 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Fatalf("applied without a signal: %d", code)
 	}
 	f.hup <- struct{}{}
-	eventually(t, "SIGHUP applies the file", func() bool { return f.templates(t) == http.StatusOK })
+	eventually.Eventually(t, 5*time.Second, "SIGHUP applies the file", func() bool { return f.templates(t) == http.StatusOK })
 }
 
 func TestReloadReportsSettingsThatNeedARestart(t *testing.T) {
 	f := startReloadable(t, time.Hour)
 	f.write(t, `"*"`, "token:\n  refresh_before: 2h\nlog:\n  format: console\n")
 	f.hup <- struct{}{}
-	eventually(t, "callers applied", func() bool { return f.templates(t) == http.StatusOK })
-	eventually(t, "restart gauge", func() bool { return f.metric(t, "faxgate_config_restart_required") == "1" })
+	eventually.Eventually(t, 5*time.Second, "callers applied", func() bool { return f.templates(t) == http.StatusOK })
+	eventually.Eventually(t, 5*time.Second, "restart gauge", func() bool { return f.metric(t, "faxgate_config_restart_required") == "1" })
 	log := f.g.stderr.String()
 	if !strings.Contains(log, `"restart_required":["token.refresh_before","log.format"]`) {
 		t.Fatalf("restart-required settings not reported:\n%s", log)
@@ -300,12 +292,22 @@ func TestReloadIsAtomicUnderTraffic(t *testing.T) {
 		}()
 	}
 	const reloads = 20
-	for i := range reloads {
-		f.writeRaw(t, generationConfig(f.baseURL, f.keyFile, (i+1)%2))
-		f.hup <- struct{}{}
-		time.Sleep(15 * time.Millisecond)
+	// Each reload is followed by an answer of its generation before the
+	// next, so that every generation serves traffic.
+	answered := func(gen int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[gen]
 	}
-	eventually(t, "every reload is applied", func() bool {
+	for i := range reloads {
+		gen := (i + 1) % 2
+		before := answered(gen)
+		f.writeRaw(t, generationConfig(f.baseURL, f.keyFile, gen))
+		f.hup <- struct{}{}
+		eventually.Eventually(t, 5*time.Second, fmt.Sprintf("an answer of generation %d after reload %d", gen, i+1),
+			func() bool { return answered(gen) > before })
+	}
+	eventually.Eventually(t, 5*time.Second, "every reload is applied", func() bool {
 		return f.metric(t, `faxgate_config_reload_total{result="ok"}`) == fmt.Sprint(reloads)
 	})
 	close(stop)

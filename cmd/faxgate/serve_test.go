@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // TestServeEndToEnd runs `faxgate serve` in front of a faxsim and checks the
@@ -140,7 +142,7 @@ func TestServeKeyRejected(t *testing.T) {
 	g := startServe(t, writeConfig(t, serveOpts{baseURL: up.srv.URL}), nil)
 	var code int
 	var reason string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	eventually.Eventually(t, 5*time.Second, "/readyz to give a reason about the key", func() bool {
 		var body string
 		code, body = get(t, g.adminURL+"/readyz", nil)
 		var r struct {
@@ -151,10 +153,8 @@ func TestServeKeyRejected(t *testing.T) {
 			t.Fatalf("/readyz body is not JSON: %v\n%s", err, body)
 		}
 		reason = r.Reason
-		if up.sim.AuthCalls() > 0 && strings.Contains(reason, "key") {
-			break
-		}
-	}
+		return up.sim.AuthCalls() > 0 && strings.Contains(reason, "key")
+	})
 	if code != http.StatusServiceUnavailable || !strings.Contains(reason, "rejected") || !strings.Contains(reason, "key") {
 		t.Errorf("/readyz = %d reason %q, want 503 with a reason saying the key was rejected", code, reason)
 	}

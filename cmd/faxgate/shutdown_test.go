@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // countPath counts the requests for path that reached the upstream.
@@ -25,16 +26,6 @@ func countPath(sim *faxsim.Sim, path string) int {
 		}
 	}
 	return n
-}
-
-// waitFor polls cond every 5ms until it holds or max passes.
-func waitFor(t *testing.T, max time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(max); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", max, what)
-		}
-	}
 }
 
 type result struct {
@@ -57,7 +48,7 @@ func fire(t *testing.T, g *gateway, up *upstream, n int) <-chan result {
 			results <- result{code, body, err, time.Now()}
 		}()
 	}
-	waitFor(t, 5*time.Second, "the requests to reach the upstream", func() bool {
+	eventually.Eventually(t, 5*time.Second, "the requests to reach the upstream", func() bool {
 		return countPath(up.sim, "/v1/contacts/list")-before >= n
 	})
 	return results
@@ -67,9 +58,11 @@ func fire(t *testing.T, g *gateway, up *upstream, n int) <-chan result {
 // readiness goes false at once, the listener stops accepting, every in-flight
 // request finishes, and the process exits 0.
 func TestGracefulShutdown(t *testing.T) {
+	// latency/2, the time readiness and the listener get to turn, holds
+	// on a busy machine: they turn in microseconds.
 	const (
 		n       = 20
-		latency = 500 * time.Millisecond
+		latency = 2 * time.Second
 		budget  = 10 * time.Second
 	)
 	up := startUpstream(t, testKey)
@@ -86,7 +79,7 @@ func TestGracefulShutdown(t *testing.T) {
 	admin := newClient(t)
 	var notReadyAt time.Time
 	var readyBody string
-	waitFor(t, latency/2, "/readyz to answer 503 after cancel", func() bool {
+	eventually.Eventually(t, latency/2, "/readyz to answer 503 after cancel", func() bool {
 		resp, err := admin.Get(g.adminURL + "/readyz")
 		if err != nil {
 			t.Fatalf("/readyz during the drain: %v (the admin listener must keep serving)", err)
@@ -110,7 +103,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 	// The listener stops accepting: a new connection is refused.
 	var refusedAt time.Time
-	waitFor(t, latency/2, "the proxy listener to refuse connections", func() bool {
+	eventually.Eventually(t, latency/2, "the proxy listener to refuse connections", func() bool {
 		conn, err := net.DialTimeout("tcp", g.proxyAddr, 100*time.Millisecond)
 		if err != nil {
 			refusedAt = time.Now()

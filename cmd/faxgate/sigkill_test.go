@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // TestRejectedKeyLineSurvivesSIGKILL is the regression test of a black-box
@@ -34,20 +37,16 @@ func TestRejectedKeyLineSurvivesSIGKILL(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// The condition the line reports, as an operator sees it.
-	var last string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	eventually.EventuallyErr(t, 5*time.Second, "/readyz to say the key was rejected", func() error {
 		p.running(t)
 		code, body := fetch("/readyz")
 		var r struct{ Reason string }
 		if code == http.StatusServiceUnavailable && json.Unmarshal([]byte(body), &r) == nil &&
 			strings.Contains(r.Reason, "rejected the API secret key") {
-			break
+			return nil
 		}
-		last = strconv.Itoa(code) + " " + body
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz never said the key was rejected; last answer %s\nstderr:\n%s", last, p.Stderr())
-		}
-	}
+		return fmt.Errorf("last answer %d %s\nstderr:\n%s", code, body, p.Stderr())
+	})
 	// Each rejection is counted after its line is logged, under the same
 	// lock: every one counted here has been logged.
 	_, metrics := fetch("/metrics")

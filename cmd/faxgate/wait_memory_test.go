@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	waitfor "github.com/faxgate/faxgate/internal/testing/eventually"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
@@ -88,7 +88,7 @@ upstream_budget:
 				return &http.Client{Transport: tr}
 			}
 			base := "https://" + proxyAddr
-			waitfor.Eventually(t, 10*time.Second, "faxgate ready", func() bool {
+			eventually.Eventually(t, 10*time.Second, "faxgate ready", func() bool {
 				p.running(t)
 				resp, err := http.Get("http://" + adminAddr + "/readyz")
 				if err != nil {
@@ -147,14 +147,14 @@ upstream_budget:
 				}
 				return -1
 			}
-			waitfor.Eventually(t, 60*time.Second, fmt.Sprintf("%d requests waiting", waiters), func() bool {
+			eventually.Eventually(t, 60*time.Second, fmt.Sprintf("%d requests waiting", waiters), func() bool {
 				p.running(t)
 				return waiting() == waiters
 			})
 			// The uploads stall once flow control (HTTP/2) or the socket
 			// buffers (HTTP/1.1) are full: wait until nothing more is sent.
 			last, changed := int64(-1), time.Now()
-			waitfor.Eventually(t, 30*time.Second, "the uploads to stall (nothing sent for 300 ms)", func() bool {
+			eventually.Eventually(t, 30*time.Second, "the uploads to stall (nothing sent for 300 ms)", func() bool {
 				if n := pulled.Load(); n != last {
 					last, changed = n, time.Now()
 				}

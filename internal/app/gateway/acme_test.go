@@ -19,6 +19,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/pebbletest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
@@ -92,17 +93,12 @@ func (a *acmeGateway) readyz(t *testing.T) (int, string) {
 // waitReady waits until /readyz is 200: the certificate is in hand.
 func (a *acmeGateway) waitReady(t *testing.T, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		code, body := a.readyz(t)
-		if code == http.StatusOK {
-			return
+	eventually.EventuallyErr(t, within, "gateway "+a.proxy+" ready", func() error {
+		if code, body := a.readyz(t); code != http.StatusOK {
+			return fmt.Errorf("readyz %d %s", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway %s not ready after %v: %d %s", a.proxy, within, code, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // served is the certificate the gateway's proxy listener presents for
@@ -234,13 +230,12 @@ func TestACMENotReadyWhileTheCAIsUnreachable(t *testing.T) {
       storage_path: %q
 `, dead, t.TempDir())
 	a := startACMEGateway(t, acmeUpstream(t), "127.0.0.1:0", tlsYAML, "")
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(a.logs.String(), "127.0.0.1:"+fmt.Sprint(dead)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line names the unreachable directory:\n%s", a.logs.String())
+	eventually.EventuallyErr(t, 10*time.Second, "a log line naming the unreachable directory", func() error {
+		if !strings.Contains(a.logs.String(), "127.0.0.1:"+fmt.Sprint(dead)) {
+			return fmt.Errorf("logs:\n%s", a.logs.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	code, body := a.readyz(t)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no TLS certificate yet for localhost") {
 		t.Fatalf("readyz = %d %s", code, body)
@@ -248,12 +243,8 @@ func TestACMENotReadyWhileTheCAIsUnreachable(t *testing.T) {
 	// The failed order is counted too, for alerts: certmagic emits its
 	// event just after the log line.
 	failures := a.g.Metrics.TLS.ACMEFailures.WithLabelValues("localhost", "obtain")
-	for testutil.ToFloat64(failures) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("faxgate_tls_acme_failures_total{domain=\"localhost\",op=\"obtain\"} stayed 0")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.Eventually(t, 5*time.Second, `faxgate_tls_acme_failures_total{domain="localhost",op="obtain"} above 0`,
+		func() bool { return testutil.ToFloat64(failures) >= 1 })
 	if n := testutil.ToFloat64(a.g.Metrics.TLS.ACMEFailures.WithLabelValues("localhost", "renew")); n != 0 {
 		t.Errorf("renew failures = %v, want 0", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -40,12 +41,10 @@ callers:
 	}
 	// Lines are written after the response; wait for both.
 	var lines []map[string]any
-	for range 100 {
-		if lines = g.LogLines("audit"); len(lines) >= 2 {
-			break
-		}
-		waitBriefly()
-	}
+	eventually.Eventually(t, 5*time.Second, "two audit lines", func() bool {
+		lines = g.LogLines("audit")
+		return len(lines) >= 2
+	})
 	if len(lines) != 2 {
 		t.Fatalf("%d audit lines at log.level error, want 2:\n%s", len(lines), g.Logs())
 	}
@@ -64,5 +63,3 @@ callers:
 		t.Fatal("the API key is in the logs")
 	}
 }
-
-func waitBriefly() { time.Sleep(20 * time.Millisecond) }

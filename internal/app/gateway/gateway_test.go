@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 	"github.com/faxgate/faxgate/policy"
 )
@@ -80,10 +82,7 @@ func TestNewStartsNothing(t *testing.T) {
 	up := httptest.NewServer(sim)
 	defer up.Close()
 	g, _, _ := newTestGateway(t, up.URL)
-	time.Sleep(50 * time.Millisecond)
-	if n := sim.AuthCalls(); n != 0 {
-		t.Fatalf("New made %d token calls, want 0", n)
-	}
+	eventually.Never(t, 200*time.Millisecond, "a token call before Run", func() bool { return sim.AuthCalls() != 0 })
 	if ok, _ := g.Tokens.Ready(); ok {
 		t.Fatalf("ready without a token")
 	}
@@ -207,20 +206,17 @@ func TestRunServesAndDrains(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, RunOptions{Ready: func(p, a string) { addrs <- [2]string{p, a} }}) }()
 	a := <-addrs
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.EventuallyErr(t, 5*time.Second, "/readyz 200", func() error {
 		resp, err := http.Get("http://" + a[1] + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %v\n%s", err, logs.String())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%d\n%s", resp.StatusCode, logs.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := readyGauge(t, g); got != 1 {
 		t.Errorf("faxgate_ready = %v while /readyz is 200, want 1", got)
 	}
@@ -294,13 +290,12 @@ func TestReloaderLoopSurvivesAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick()
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Handler.Rules() == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("the changed file was not applied after the panic\n%s", logs.String())
+	eventually.EventuallyErr(t, 5*time.Second, "the changed file applied after the panic", func() error {
+		if g.Handler.Rules() == before {
+			return fmt.Errorf("logs:\n%s", logs.String())
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	ls := logs.Lines(background.Msg)
 	if len(ls) != 1 || ls[0]["loop"] != "config_reload" || ls[0]["then"] != "restarting the loop" {
 		t.Fatalf("panic lines %v", ls)

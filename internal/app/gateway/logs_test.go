@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
@@ -23,13 +24,9 @@ func TestBufferedLogsFlushAndAuditNever(t *testing.T) {
 	if got := out.String(); strings.Contains(got, `"msg":"request"`) || !strings.Contains(got, `"msg":"audit"`) {
 		t.Fatalf("right after logging:\n%s\nwant the audit line only", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), `"msg":"request"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("the access line was never flushed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.Eventually(t, 5*time.Second, "the access line flushed", func() bool {
+		return strings.Contains(out.String(), `"msg":"request"`)
+	})
 	logs.Logger.Info("last words")
 	logs.Close()
 	if !strings.Contains(out.String(), "last words") {

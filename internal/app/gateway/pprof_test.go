@@ -23,7 +23,7 @@ func TestPprofRecordsBlockingAndContention(t *testing.T) {
 	// Some blocking: a 20 ms wait on a channel, always recorded at a rate
 	// of one event per 100 µs blocked.
 	ready := make(chan struct{})
-	go func() { time.Sleep(20 * time.Millisecond); close(ready) }()
+	go func() { time.Sleep(20 * time.Millisecond); close(ready) }() // models a slow peer: the block to record
 	<-ready
 	if body := profile(t, g, "block"); !strings.Contains(body, "TestPprofRecordsBlockingAndContention") {
 		t.Errorf("/debug/pprof/block has no event of this test:\n%.600s", body)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/policy/limit"
 )
 
@@ -41,13 +42,7 @@ func TestStatusShowsWaiters(t *testing.T) {
 			<-done
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Waitlist.Waiters().Total < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiting after 5s, want 3", g.Waitlist.Waiters().Total)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Eventually(t, 5*time.Second, "3 requests waiting", func() bool { return g.Waitlist.Waiters().Total >= 3 })
 	st = g.status(context.Background())
 	if st.Budget.Waiting != 3 || st.Budget.WaitingByCaller["local"] != 3 || len(st.Budget.WaitingByCaller) != 1 {
 		t.Errorf("budget %+v, want 3 waiting, all of local", st.Budget)

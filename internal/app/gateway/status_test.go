@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/app/gateway"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
@@ -272,17 +274,15 @@ func TestStatusShowsFailedReload(t *testing.T) {
 
 func waitStatus(t *testing.T, g *gatewaytest.Gateway, ok func(gateway.Status) bool) gateway.Status {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, js := getStatus(t, g)
-		if ok(st) {
-			return st
+	var st gateway.Status
+	eventually.EventuallyErr(t, 5*time.Second, "the awaited status", func() error {
+		var js string
+		if st, js = getStatus(t, g); !ok(st) {
+			return fmt.Errorf("last status %s", js)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never got there: %s", js)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return st
 }
 
 func contains(s []string, v string) bool {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
@@ -129,17 +131,12 @@ func post(t *testing.T, c *http.Client, url string, hdr ...string) (*http.Respon
 // server counts a failed handshake after the client may have seen it fail.
 func handshakeErrors(t *testing.T, g *gatewaytest.Gateway, reason string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		got := testutil.ToFloat64(g.Metrics.TLS.HandshakeErrors.WithLabelValues(reason))
-		if got == want {
-			return
+	eventually.EventuallyErr(t, 3*time.Second, fmt.Sprintf("faxgate_tls_handshake_errors_total{reason=%q} at %v", reason, want), func() error {
+		if got := testutil.ToFloat64(g.Metrics.TLS.HandshakeErrors.WithLabelValues(reason)); got != want {
+			return fmt.Errorf("it is %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("faxgate_tls_handshake_errors_total{reason=%q} = %v, want %v", reason, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestTLSServesHTTP2AndHTTP1(t *testing.T) {
@@ -444,13 +441,12 @@ func TestTLSCertificateFilesReload(t *testing.T) {
 	}
 	waitServed := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for servedName(t, g) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("still not serving %s:\n%s", want, g.Logs())
+		eventually.EventuallyErr(t, 5*time.Second, "serving "+want, func() error {
+			if servedName(t, g) != want {
+				return fmt.Errorf("logs:\n%s", g.Logs())
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	renewed := e.server.Server(t, "renewed.faxgate.test")
 	e.pems = append(e.pems, renewed)
@@ -460,13 +456,12 @@ func TestTLSCertificateFilesReload(t *testing.T) {
 	other := e.server.Server(t, "other.faxgate.test")
 	e.pems = append(e.pems, other)
 	tlstest.WriteFile(t, e.opts.KeyFile, other.KeyPEM)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(g.LogLines("TLS certificate files not loaded; keeping the certificate in use")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line for the broken pair:\n%s", g.Logs())
+	eventually.EventuallyErr(t, 5*time.Second, "a log line for the broken pair", func() error {
+		if len(g.LogLines("TLS certificate files not loaded; keeping the certificate in use")) == 0 {
+			return fmt.Errorf("logs:\n%s", g.Logs())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if n := servedName(t, g); n != "renewed.faxgate.test" {
 		t.Errorf("after a broken pair: served %s, want renewed.faxgate.test kept", n)
 	}
@@ -522,18 +517,14 @@ func TestTLSDrainHTTP2(t *testing.T) {
 	go func() { stopped <- g.Shutdown() }()
 	// The listener closes and readiness goes at once; the request in
 	// flight is still being served.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.Eventually(t, 5*time.Second, "the listener to refuse during the drain", func() bool {
 		c, err := net.DialTimeout("tcp", g.Addr, time.Second)
 		if err != nil {
-			break
+			return true
 		}
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the listener still accepts during the drain")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case err := <-stopped:
 		t.Fatalf("Run returned %v with a request in flight", err)

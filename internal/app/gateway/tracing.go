@@ -31,7 +31,9 @@ const (
 	traceBatchSize     = 512
 	traceBatchTimeout  = 2 * time.Second  // a span is exported within this
 	traceExportTimeout = 10 * time.Second // one export, retries included
-	traceShutdownWait  = 2 * time.Second  // flushing at exit waits no longer
+	traceRetryFirst    = time.Second      // the first retry of a failed export waits this
+	traceRetryMax      = 4 * time.Second  // and the later ones at most this
+	traceShutdownWait  = 2 * time.Second  // flushing at exit: what is not sent by then is dropped
 	exportWarnEvery    = time.Minute      // a failing collector is logged once per this
 )
 
@@ -64,8 +66,8 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 		otlptracehttp.WithURLPath(path.Join("/", u.Path, "v1/traces")),
 		otlptracehttp.WithHeaders(headers),
 		otlptracehttp.WithHTTPClient(exportClient()),
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: time.Second,
-			MaxInterval: 4 * time.Second, MaxElapsedTime: traceExportTimeout}),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: traceRetryFirst,
+			MaxInterval: traceRetryMax, MaxElapsedTime: traceExportTimeout}),
 	}
 	if u.Scheme == "http" {
 		opts = append(opts, otlptracehttp.WithInsecure())
@@ -78,14 +80,42 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 		attribute.String("service.name", cfg.ServiceName),
 		attribute.String("service.version", version))
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(&quietExporter{next: exp, log: log},
+		sdktrace.WithSpanProcessor(newBatcher(exp, log)),
+		sdktrace.WithSampler(requestSampler(cfg.SampleRatio)),
+		sdktrace.WithResource(res),
+	), nil
+}
+
+// newBatcher is the batch processor in front of exp, whose flush at
+// shutdown ends when Shutdown's context does (docs/tracing.md).
+//
+// OpenTelemetry's batch processor returns from Shutdown when its context
+// ends, but goes on exporting what is queued in the background, each batch
+// with the whole export timeout and its retries: up to eight batches of
+// ten seconds against a collector that is down. Once Shutdown has returned,
+// the export in flight is cancelled and the rest is dropped unsent.
+func newBatcher(exp sdktrace.SpanExporter, log *zap.Logger) sdktrace.SpanProcessor {
+	q := &quietExporter{next: exp, log: log, done: make(chan struct{})}
+	return boundedFlush{
+		SpanProcessor: sdktrace.NewBatchSpanProcessor(q,
 			sdktrace.WithMaxQueueSize(traceQueueSize),
 			sdktrace.WithMaxExportBatchSize(traceBatchSize),
 			sdktrace.WithBatchTimeout(traceBatchTimeout),
 			sdktrace.WithExportTimeout(traceExportTimeout)),
-		sdktrace.WithSampler(requestSampler(cfg.SampleRatio)),
-		sdktrace.WithResource(res),
-	), nil
+		stop: q.stop,
+	}
+}
+
+// boundedFlush stops its exporter once the processor's Shutdown returns.
+type boundedFlush struct {
+	sdktrace.SpanProcessor
+	stop func()
+}
+
+func (b boundedFlush) Shutdown(ctx context.Context) error {
+	err := b.SpanProcessor.Shutdown(ctx)
+	b.stop()
+	return err
 }
 
 // exportClient is the exporter's own HTTP client: its own connections
@@ -156,17 +186,50 @@ func (s sampler) Description() string {
 // reports success to the batch processor, which would otherwise hand every
 // failure to OpenTelemetry's process-wide error handler (a plain stderr
 // line per batch). The batch is dropped either way.
+//
+// Once stopped (the processor's Shutdown has returned), the export in
+// flight is cancelled and later ones are dropped without a try.
 type quietExporter struct {
-	next sdktrace.SpanExporter
-	log  *zap.Logger
+	next     sdktrace.SpanExporter
+	log      *zap.Logger
+	done     chan struct{} // closed by stop
+	stopOnce sync.Once
 
 	mu       sync.Mutex
 	lastWarn time.Time
 	down     bool // the last export failed
 }
 
+// stop cancels the export in flight and drops every later one.
+func (e *quietExporter) stop() { e.stopOnce.Do(func() { close(e.done) }) }
+
+func (e *quietExporter) stopped() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (e *quietExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if e.stopped() {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := e.next.ExportSpans(ctx, spans)
+	if e.stopped() {
+		// Cut short at shutdown: the collector's health is unknown.
+		return nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err == nil {

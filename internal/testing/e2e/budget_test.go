@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
@@ -154,23 +156,25 @@ func TestFleetHoldsAfterOneUpstream429(t *testing.T) {
 	if a.status != 429 || a.code != "" {
 		t.Fatalf("replica 0 did not relay the vendor's 429: %+v", a)
 	}
-	seen := time.Now()
 	sent := f.sim.RouteCounts()["POST /v1/contacts/list"]
-	for i, g := range f.gws[1:] {
-		for {
+	// Every replica holds within a second of the 429, as its callers see it.
+	holding := map[int]bool{0: true}
+	eventually.EventuallyErr(t, time.Second, "every replica holding", func() error {
+		for i, g := range f.gws {
+			if holding[i] {
+				continue
+			}
 			b := call(t, g, "batch")
-			if b.status == 429 && b.code == "upstream_throttled" {
-				if n, _ := strconv.Atoi(b.retryAfter); n < 1 || n > 10 {
-					t.Errorf("replica %d: Retry-After %q", i+1, b.retryAfter)
-				}
-				break
+			if b.status != 429 || b.code != "upstream_throttled" {
+				return fmt.Errorf("replica %d answered %+v", i, b)
 			}
-			if time.Since(seen) > time.Second {
-				t.Fatalf("replica %d was not holding a second after the 429 (last %+v)", i+1, b)
+			holding[i] = true
+			if n, _ := strconv.Atoi(b.retryAfter); n < 1 || n > 10 {
+				t.Errorf("replica %d: Retry-After %q", i, b.retryAfter)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 	// The replicas' requests before they held may have reached the vendor
 	// (and been refused there); once all hold, none does.
 	sent = max(sent, f.sim.RouteCounts()["POST /v1/contacts/list"])
@@ -235,8 +239,8 @@ func TestFleetBudgetThroughARedisOutage(t *testing.T) {
 		}
 	}
 	r.Restart(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// A request lets the replica find Redis again.
+	eventually.EventuallyErr(t, 10*time.Second, "GET /budget on Redis again", func() error {
 		resp, err := http.Get(f.gws[0].AdminURL + "/budget")
 		if err != nil {
 			t.Fatal(err)
@@ -245,14 +249,11 @@ func TestFleetBudgetThroughARedisOutage(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&st)
 		resp.Body.Close()
 		call(t, f.gws[0], "intake")
-		if st.Backend == "redis" {
-			break
+		if st.Backend != "redis" {
+			return fmt.Errorf("it says %q", st.Backend)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /budget still says %q after Redis came back", st.Backend)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if logs := f.gws[0].Logs(); !strings.Contains(logs, "upstream budget is enforced locally") {
 		t.Errorf("no outage warning in the logs")
 	}

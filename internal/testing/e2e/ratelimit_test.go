@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
@@ -46,7 +47,13 @@ type load struct {
 	span     time.Duration
 	mu       sync.Mutex
 	problems []string
+	// refused holds when each 429 was sent and answered.
+	refused []exchange
 }
+
+// exchange is when a request was sent and when its answer arrived: the
+// limiter decided it somewhere in between.
+type exchange struct{ sent, answered time.Time }
 
 func (l *load) problem(format string, args ...any) {
 	l.mu.Lock()
@@ -80,6 +87,7 @@ func driveAtRate(gws []*gatewaytest.Gateway, rate float64, d time.Duration, limi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			sent := time.Now()
 			resp, err := g.Client.Post(g.URL+"/v1/contacts/list", "application/json", strings.NewReader(`{}`))
 			if err != nil {
 				l.problem("%v", err)
@@ -87,6 +95,7 @@ func driveAtRate(gws []*gatewaytest.Gateway, rate float64, d time.Duration, limi
 			}
 			b, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			answered := time.Now()
 			if err != nil {
 				l.problem("reading the body: %v", err)
 				return
@@ -106,6 +115,9 @@ func driveAtRate(gws []*gatewaytest.Gateway, rate float64, d time.Duration, limi
 				l.ok.Add(1)
 			case http.StatusTooManyRequests:
 				l.limited.Add(1)
+				l.mu.Lock()
+				l.refused = append(l.refused, exchange{sent, answered})
+				l.mu.Unlock()
 				if !strings.Contains(body, `"error":"rate_limited"`) {
 					l.problem("429 body %q", body)
 				}
@@ -129,6 +141,49 @@ func (l *load) check(t *testing.T) {
 	}
 }
 
+// admittedBounds is what a token bucket of rate and burst admits of l, as
+// bounds that hold however busy the machine: at most burst plus rate times
+// the whole span; at least rate times the time between the first refusal
+// and the last, plus burst-1 when the bucket started full. A refusal means
+// the bucket held less than one request, so everything it gained between
+// two refusals was admitted. That holds while demand keeps the bucket from
+// filling up between them (burst/rate seconds without a single request),
+// which a driver at twice the rate or more does not leave.
+func (l *load) admittedBounds(rate, burst float64, full bool) (low, high float64) {
+	high = rate*l.span.Seconds() + burst + 1
+	if len(l.refused) < 2 {
+		return 0, high
+	}
+	first, last := l.refused[0].answered, l.refused[0].sent
+	for _, e := range l.refused {
+		if e.answered.Before(first) {
+			first = e.answered
+		}
+		if e.sent.After(last) {
+			last = e.sent
+		}
+	}
+	if last.After(first) {
+		low = rate*last.Sub(first).Seconds() - 1
+	}
+	if full {
+		low += burst - 1
+	}
+	return low, high
+}
+
+// judgeAdmitted checks that the number admitted, got, is within what a
+// token bucket of rate and burst could admit of l.
+func (l *load) judgeAdmitted(t *testing.T, what string, got, rate, burst float64, full bool) {
+	t.Helper()
+	low, high := l.admittedBounds(rate, burst, full)
+	t.Logf("%s: admitted %v, a limiter of %v rps and burst %v admits %.1f to %.1f of this traffic", what, got, rate, burst, low, high)
+	if got < low || got > high {
+		t.Errorf("%s: admitted %v, want %.1f to %.1f (%v rps, burst %v, %d requests over %v)",
+			what, got, low, high, rate, burst, l.sent, l.span)
+	}
+}
+
 func newSim(t *testing.T) (*faxsim.Sim, *httptest.Server) {
 	sim := faxsim.New(faxsim.Options{APIKey: gatewaytest.Key})
 	up := httptest.NewServer(sim)
@@ -136,9 +191,11 @@ func newSim(t *testing.T) (*faxsim.Sim, *httptest.Server) {
 	return sim, up
 }
 
-// TestRedisFleetSharesOneLimit is the measurement of issue 4: three replicas,
-// one caller at three times its limit spread over them for 10s; the fleet
-// admits rps x 10s + burst within 5%, and the upstream sees exactly that.
+// TestRedisFleetSharesOneLimit: three replicas, one caller at three times
+// its limit spread over them for 10s; the fleet admits what one limiter of
+// rps and burst admits of that traffic (rps x 10s + burst on an idle
+// machine), every decision made once in Redis, and the upstream sees
+// exactly what was admitted.
 func TestRedisFleetSharesOneLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10s measurement")
@@ -161,19 +218,9 @@ func TestRedisFleetSharesOneLimit(t *testing.T) {
 	got := float64(l.ok.Load())
 	t.Logf("sent %d, admitted %v (expected rps x seconds + burst = %v, %+.1f%%), refused %d; upstream saw %d",
 		l.sent, got, want, 100*(got-want)/want, l.limited.Load(), sim.RouteCounts()["POST /v1/contacts/list"])
-	// Never more than the limit allows over the time the requests took.
-	if max := rps*l.span.Seconds() + burst + 1; got > max {
-		t.Errorf("admitted %v in %v, more than rps x time + burst + 1 = %v", got, l.span, max)
-	}
-	// A test machine starved by other work cannot send 3x the limit, nor
-	// answer within the 10s: the 5% are judged only when it could.
-	if l.sent >= int(0.95*3*rps*d.Seconds()) && l.span < d+time.Second {
-		if got < 0.95*want || got > 1.05*want {
-			t.Errorf("admitted %v, want %v within 5%%", got, want)
-		}
-	} else {
-		t.Logf("starved test machine (%d of %v requests sent, answers took %v): 5%% not judged", l.sent, 3*rps*d.Seconds(), l.span)
-	}
+	// Judged on the traffic as it went: a loaded machine sends less than
+	// asked, and late, and the bounds follow.
+	l.judgeAdmitted(t, "shared limit", got, rps, burst, true)
 	if n := sim.RouteCounts()["POST /v1/contacts/list"]; int64(n) != l.ok.Load() {
 		t.Errorf("upstream saw %d requests, the fleet admitted %d", n, l.ok.Load())
 	}
@@ -225,13 +272,10 @@ func TestRedisGatewayOutage(t *testing.T) {
 	l = driveAtRate(gws, 2*rps, outage, "10")
 	l.check(t)
 	decisions := l.ok.Load() + l.limited.Load()
-	localMax := rps/hint*l.span.Seconds() + burst/hint + 1
 	t.Logf("outage: admitted %d of %d (local limit: %v + burst %d; shared would be %v), fallbacks %v",
 		l.ok.Load(), decisions, rps/hint*outage.Seconds(), burst/hint, rps*outage.Seconds()+burst, fallbacks())
-	starved := float64(l.sent) < 0.9*2*rps*outage.Seconds()
-	if got := float64(l.ok.Load()); got > localMax || !starved && got < 0.5*(rps/hint*outage.Seconds()+burst/hint) {
-		t.Errorf("admitted %v during the outage, want about %v (rps / replicas_hint)", got, rps/hint*outage.Seconds()+burst/hint)
-	}
+	// The local bucket may have served before the outage: not taken as full.
+	l.judgeAdmitted(t, "outage (rps / replicas_hint)", float64(l.ok.Load()), rps/hint, burst/hint, false)
 	if fb := fallbacks(); fb != float64(decisions) {
 		t.Errorf("fallbacks = %v for %d decisions during the outage", fb, decisions)
 	}
@@ -241,23 +285,19 @@ func TestRedisGatewayOutage(t *testing.T) {
 
 	r.Restart(t)
 	rc := r.Client(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for backendUp() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("backend_up did not return to 1 within 5s of Redis restarting")
-		}
+	// Traffic lets the gateway find Redis again.
+	eventually.Eventually(t, 5*time.Second, "backend_up at 1 after Redis restarted", func() bool {
 		driveAtRate(gws, 10, 200*time.Millisecond, "")
-	}
+		return backendUp() == 1
+	})
 	fb, runs := fallbacks(), redistest.ScriptRuns(t, rc)
 	l = driveAtRate(gws, 2*rps, 2*time.Second, "30")
 	l.check(t)
 	decisions = l.ok.Load() + l.limited.Load()
-	t.Logf("after recovery: admitted %d of %d in 2s", l.ok.Load(), decisions)
-	starved = float64(l.sent) < 0.9*2*rps*2
-	if got := float64(l.ok.Load()); got > rps*l.span.Seconds()+burst+1 || !starved && got <= rps/hint*2.5+burst/hint {
-		t.Errorf("admitted %v in 2s after recovery, want the shared limit (about %v, more than local's %v)",
-			got, rps*2, rps/hint*2+burst/hint)
-	}
+	t.Logf("after recovery: admitted %d of %d in 2s (local's limit would admit about %v)", l.ok.Load(), decisions, rps/hint*2+burst/hint)
+	// The shared limit again: its bounds, and every answer's RateLimit-Limit
+	// of 30 (checked by driveAtRate), where local's would say 10.
+	l.judgeAdmitted(t, "after recovery", float64(l.ok.Load()), rps, burst, false)
 	if fallbacks() != fb {
 		t.Errorf("%v more fallbacks after recovery", fallbacks()-fb)
 	}

@@ -36,6 +36,10 @@ import (
 // Key is the API secret every test gateway holds.
 const Key = "sk_test_K3y-that-must-never-leak-0123456789"
 
+// RedisOpTimeout bounds each shared token store operation of a test
+// gateway: a request that waited on Redis would take at least this long.
+const RedisOpTimeout = 500 * time.Millisecond
+
 // Options shape a test gateway.
 type Options struct {
 	// Config is YAML for every section but upstream (which the harness writes).
@@ -82,6 +86,10 @@ type Options struct {
 	// TLS, when set, serves the proxy listener over TLS: the harness
 	// writes server.tls (mode files), so Config must have no server.tls.
 	TLS *TLS
+
+	// Clock is the gateway's clock (token renewal, holds, waits, rate
+	// limits); default the real one. Gateways of one fleet share theirs.
+	Clock clock.Clock
 
 	// ConfigFile runs the gateway from a config file, as faxgate serve
 	// does: reloaded on RewriteConfig and whenever its content changes
@@ -159,6 +167,9 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.SimKey == "" {
 		o.SimKey = Key
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	sim, up := o.Sim, o.Upstream
 	if up == nil {
 		sim = faxsim.New(faxsim.Options{APIKey: o.SimKey, TokenTTL: o.TokenTTL})
@@ -226,10 +237,10 @@ func Start(t testing.TB, o Options) *Gateway {
 	// The same assembly as faxgate serve; only timings that are not
 	// configuration are shortened, so outages show in milliseconds.
 	gw, err := gateway.New(cfg, gateway.Deps{
-		Logs: gl, Registry: reg, Clock: clock.Real{}, Version: "test",
+		Logs: gl, Registry: reg, Clock: o.Clock, Version: "test",
 		Getenv:           getenv,
 		TokenLeaseTTL:    2 * time.Second,
-		RedisOpTimeout:   500 * time.Millisecond,
+		RedisOpTimeout:   RedisOpTimeout,
 		RateLimitTimeout: o.RateLimitTimeout,
 		TLSPollEvery:     tlsPoll(o),
 		FileWatchEvery:   50 * time.Millisecond,

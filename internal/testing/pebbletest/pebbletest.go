@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
@@ -198,24 +199,23 @@ func Start(t testing.TB, o Options) *Server {
 			t.Logf("pebble output:\n%s", s.out.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := s.client.Get(s.Directory)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
+	eventually.EventuallyErr(t, 10*time.Second, "pebbletest: directory "+s.Directory+" answering", func() error {
 		select {
 		case <-done:
 			t.Fatalf("pebbletest: pebble exited:\n%s", s.out.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebbletest: directory %s not answering: %v\n%s", s.Directory, err, s.out.String())
+		resp, err := s.client.Get(s.Directory)
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, s.out.String())
 		}
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s\n%s", resp.Status, s.out.String())
+		}
+		return nil
+	})
+	return s
 }
 
 // Roots is the pool of Pebble's issuing root (management /roots/0): what

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/pinnedtool"
+	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
@@ -88,7 +90,8 @@ func startJaeger(t *testing.T) *jaeger {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config", cfg)
-	var out bytes.Buffer
+	// Read while jaeger writes it.
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		cancel()
@@ -102,24 +105,24 @@ func startJaeger(t *testing.T) *jaeger {
 		}
 	})
 	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", ports[2]), query: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.EventuallyErr(t, 30*time.Second, "jaeger answering", func() error {
 		resp, err := http.Get(j.query + "/api/services")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				// The OTLP receiver starts with the pipeline; wait for it too.
-				if r2, err := http.Post(j.otlp+"/v1/traces", "application/json", strings.NewReader(`{}`)); err == nil {
-					r2.Body.Close()
-					return j
-				}
-			}
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger did not answer within 30s:\n%s", out.String())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("query API %s\n%s", resp.Status, out.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		// The OTLP receiver starts with the pipeline; wait for it too.
+		r2, err := http.Post(j.otlp+"/v1/traces", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			return fmt.Errorf("OTLP receiver: %v\n%s", err, out.String())
+		}
+		r2.Body.Close()
+		return nil
+	})
+	return j
 }
 
 // The query API's JSON (Jaeger's /api/traces).
@@ -249,20 +252,16 @@ tracing:
 	// Jaeger stores what its batch processor hands on: poll.
 	var traces []jTrace
 	var raw []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.EventuallyErr(t, 20*time.Second, "the expected traces in jaeger", func() error {
 		traces, raw = j.traces(t, service)
 		_, _, a := find(traces, "POST contacts.create")
 		_, _, b := find(traces, "POST contacts.list")
 		_, _, c := find(traces, "token.renew")
-		if a && b && c {
-			break
+		if !a || !b || !c {
+			return fmt.Errorf("it has %s", raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jaeger has not the expected traces after 20s: %s", raw)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The span tree of contacts.create: SERVER, with a CLIENT child and the
 	// Redis rate-limit decision.

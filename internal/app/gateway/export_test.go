@@ -1,0 +1,7 @@
+package gateway
+
+// Tracing's timings, for the bounds of the external tests.
+const (
+	TraceShutdownWait  = traceShutdownWait
+	TraceExportTimeout = traceExportTimeout
+)
