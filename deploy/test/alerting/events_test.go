@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // fireWithin bounds how long an alert may take to fire once its cause is
@@ -33,7 +35,7 @@ func TestAlertsFireAndRoute(t *testing.T) {
 
 	// Every replica scraped a few times, and A's denial counter there at 0
 	// before any denial (docs/metrics-and-alerts.md: series exist at 0 from the start).
-	eventually(t, 30*time.Second, 500*time.Millisecond, "every target scraped 3 times", func() error {
+	eventually.EventuallyErr(t, 30*time.Second, "every target scraped 3 times", func() error {
 		res, err := s.prom.query(`count_over_time(up[1m]) >= 3`, time.Time{})
 		if err != nil {
 			return err
@@ -94,8 +96,7 @@ func TestAlertsFireAndRoute(t *testing.T) {
 			rep.p.kill()
 		}
 		killed := time.Now()
-		deadline := killed.Add(fireWithin)
-		for {
+		eventually.EventuallyErr(t, fireWithin, "FaxgateAbsent firing for B after its replicas were killed", func() error {
 			// Each release's rules file makes its own, and each alert
 			// carries its release's job and namespace.
 			alerts, err := s.prom.ruleAlerts()
@@ -119,16 +120,12 @@ func TestAlertsFireAndRoute(t *testing.T) {
 					absentB = true
 				}
 			}
-			if absentB {
-				t.Logf("FaxgateAbsent firing for B %s after its replicas were killed", time.Since(killed).Round(time.Second))
-				break
+			if !absentB {
+				return fmt.Errorf("active alerts:%s", ruleAlertLines(alerts))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("FaxgateAbsent not firing for B within %s of its replicas killed; active alerts:%s",
-					fireWithin, ruleAlertLines(alerts))
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			t.Logf("FaxgateAbsent firing for B %s after its replicas were killed", time.Since(killed).Round(time.Second))
+			return nil
+		})
 	})
 
 	t.Run("every alert names its release", func(t *testing.T) {
@@ -160,7 +157,7 @@ func TestAlertsFireAndRoute(t *testing.T) {
 	t.Run("Alertmanager routes by namespace", func(t *testing.T) {
 		hookA, hookB, hookDefault := s.hooks[receiverA], s.hooks[receiverB], s.hooks[receiverDefault]
 		withCluster := func(m map[string]string) map[string]string { return merge(m, map[string]string{"cluster": cluster}) }
-		eventually(t, fireWithin, 500*time.Millisecond, "deliveries to the namespace receivers", func() error {
+		eventually.EventuallyErr(t, fireWithin, "deliveries to the namespace receivers", func() error {
 			var missing []string
 			for _, d := range []struct {
 				hook *webhook
@@ -205,26 +202,20 @@ func TestAlertsFireAndRoute(t *testing.T) {
 // is firing.
 func waitFiring(t *testing.T, p *promAPI, name string, want map[string]string) {
 	t.Helper()
-	var last []promAlert
-	deadline := time.Now().Add(fireWithin)
-	for {
+	eventually.EventuallyErr(t, fireWithin, fmt.Sprintf("%s with %v firing", name, want), func() error {
 		alerts, err := p.alerts()
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = alerts
 		got := find(alerts, name, want)
-		if len(got) == 1 && got[0].State == "firing" {
-			return
-		}
 		if len(got) > 1 {
 			t.Fatalf("%s: %d alerts with %v, want one:%s", name, len(got), want, alertLines(got))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s with %v not firing within %s; active alerts:%s", name, want, fireWithin, alertLines(last))
+		if len(got) == 1 && got[0].State == "firing" {
+			return nil
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Errorf("active alerts:%s", alertLines(alerts))
+	})
 }
 
 func alertLines(alerts []promAlert) string {

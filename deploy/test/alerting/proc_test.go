@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/faxgate/faxgate/internal/testing/pinnedtool"
 
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
@@ -150,40 +152,20 @@ func freePort(t *testing.T) int {
 func waitHTTP(t *testing.T, p *proc, url string, limit time.Duration) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(limit)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	eventually.EventuallyErr(t, limit, p.name+": "+url+" answering 200", func() error {
 		if !p.running() {
 			t.Fatalf("%s exited before %s answered 200\n%s", p.name, url, tail(p.out.String(), 4096))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s did not answer 200 within %s (last error %v)\n%s", p.name, url, limit, err, tail(p.out.String(), 4096))
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// eventually polls cond every interval until it returns nil or limit
-// passes, then fails with its last error.
-func eventually(t *testing.T, limit, interval time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := cond()
-		if err == nil {
-			return
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d\n%s", resp.StatusCode, tail(p.out.String(), 4096))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, limit, err)
-		}
-		time.Sleep(interval)
-	}
+		return nil
+	})
 }
 
 // buildBinaries builds faxgate and faxsim from the checkout into dir.

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // soakEnv sets the soak's length (a Go duration); make soak sets 10m, and
@@ -60,11 +62,11 @@ func TestSoak(t *testing.T) {
 		{d / 2, "payments/faxgate-1 restarted", func() { s.restart(t, s.release("payments").replicas[1], tr) }},
 	}
 	for _, ev := range events {
-		time.Sleep(time.Until(start.Add(ev.at)))
+		time.Sleep(time.Until(start.Add(ev.at))) // paces the soak: each event at its time in the run
 		t.Logf("%s: %s", time.Since(start).Round(time.Second), ev.name)
 		ev.do()
 	}
-	time.Sleep(time.Until(start.Add(d)))
+	time.Sleep(time.Until(start.Add(d))) // paces the soak: healthy traffic for its whole duration
 	tr.stop()
 	end := time.Now()
 	problems, info := watch.stop()
@@ -106,7 +108,7 @@ func TestSoak(t *testing.T) {
 // waitAllReady waits until Prometheus has every replica up and ready.
 func waitAllReady(t *testing.T, s *stack) {
 	t.Helper()
-	eventually(t, 60*time.Second, time.Second, "every replica up and ready in Prometheus", func() error {
+	eventually.EventuallyErr(t, 60*time.Second, "every replica up and ready in Prometheus", func() error {
 		res, err := s.prom.query(`faxgate_ready == 1`, time.Time{})
 		if err != nil {
 			return err
@@ -123,7 +125,7 @@ func waitAllReady(t *testing.T, s *stack) {
 func (s *stack) restart(t *testing.T, rep *replica, tr *traffic) {
 	t.Helper()
 	tr.setDown(rep, true)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // models the chart's preStop delay: endpoints update before the drain
 	rep.p.stop()
 	rep.p.restart(t)
 	waitHTTP(t, rep.p, "http://"+rep.admin+"/readyz", 30*time.Second)

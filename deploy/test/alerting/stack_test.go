@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
@@ -212,7 +214,7 @@ func startFaxsim(t *testing.T, dir string) string {
 	p := startProc(t, "faxsim", filepath.Join(binDir, "faxsim"), "--listen", "127.0.0.1:0", "--api-key-file", keyFile)
 	re := regexp.MustCompile(`faxsim listening on (\S+)`)
 	var addr string
-	eventually(t, 10*time.Second, 20*time.Millisecond, "faxsim listening", func() error {
+	eventually.EventuallyErr(t, 10*time.Second, "faxsim listening", func() error {
 		if m := re.FindStringSubmatch(p.out.String()); m != nil {
 			addr = m[1]
 			return nil
