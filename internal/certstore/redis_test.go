@@ -23,12 +23,12 @@ import (
 // client is the production client (internal/base/redisconn) for addrs.
 func client(t *testing.T, addrs ...string) redis.UniversalClient {
 	t.Helper()
-	c, err := redisconn.New(config.Redis{Addrs: addrs}, "")
+	c, err := redisconn.New(config.Redis{Addrs: addrs}, redisconn.Passwords{}, redisconn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return c.Client()
 }
 
 var namespaces atomic.Int64

@@ -1,7 +1,17 @@
 // Package redisconn builds faxgate's one Redis connection from the redis
-// section. The token store (tokencache) and the shared rate limiter (policy)
-// both receive it; neither builds its own, so a gateway holds one pool and
-// one set of timeouts whatever it shares through Redis.
+// section, for the topology it names (docs/deployment.md, Redis in
+// production): a single node, a Redis Cluster (its nodes, or one
+// configuration endpoint of a managed service), or a primary found through
+// Sentinel. The token store, the rate limits, the budget, the holds and the
+// ACME storage all receive the one client; none builds its own, so a
+// gateway holds one pool and one set of timeouts whatever it shares.
+//
+// go-redis follows most of a failover by itself; Conn adds what it lacks
+// (docs/deployment.md, What faxgate adds to go-redis): a cluster's slot map
+// read again as soon as a command fails and every WatchEvery, where
+// go-redis waits for a MOVED or for the map to be a minute old; and a view
+// of the topology (the current primary, the changes seen) for the status
+// page and faxgate_redis_primary_changes_total.
 package redisconn
 
 import (
@@ -10,37 +20,87 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/config"
 )
 
-// New builds the client of the redis section: one address is a single node,
-// several a cluster, and with master_name the addresses are sentinels.
-// password is the value of the password_env variable (the caller resolves it
-// through its injected getenv). Sentinels are contacted without credentials.
+// DefaultWatchEvery is Options.WatchEvery when unset: how stale a view of
+// the topology may get while no command fails.
+const DefaultWatchEvery = 5 * time.Second
+
+// Options are what a Conn takes beside the redis section; the zero value
+// is production's.
+type Options struct {
+	// WatchEvery is how often Run reads the topology again (a cluster's slot
+	// map, the primary the sentinels name). Default DefaultWatchEvery.
+	WatchEvery time.Duration
+	// Now is the clock of the times Topology reports. Default time.Now.
+	Now func() time.Time
+	// Logger receives a line for each change of primary. Default: none.
+	Logger *zap.Logger
+	// Metrics counts the changes of primary; nil counts nothing.
+	Metrics *Metrics
+	// Panics counts the panics recovered in Run (loop redis_topology); nil
+	// counts nothing.
+	Panics background.Counter
+}
+
+// Conn is faxgate's one Redis connection: the go-redis client every user
+// shares, and the watch of its topology that Run keeps.
+type Conn struct {
+	client     redis.UniversalClient
+	mode       string
+	addrs      []string
+	masterName string
+	every      time.Duration
+	now        func() time.Time
+	log        *zap.Logger
+	met        *Metrics
+	panics     background.Counter
+	sentinels  *sentinelWatch // mode sentinel
+
+	mu   sync.Mutex
+	view Topology
+}
+
+// New builds the connection of the redis section c (already validated)
+// with the passwords pw; it does not contact Redis.
 //
-// Timeouts are short and retries few because every user of this client has a
-// fallback (the token in memory, local rate limits): a slow Redis must cost
-// milliseconds, not requests. ContextTimeoutEnabled lets each user's
+// Timeouts are short and retries few because every user of this client has
+// a fallback (the token in memory, local rate limits): a slow Redis must
+// cost milliseconds, not requests. ContextTimeoutEnabled lets each user's
 // per-operation deadline reach the socket.
 //
 // With c.TLS every connection (to the node, the sentinels, every cluster
 // node) is TLS, and the server's certificate is verified against the system
 // roots plus c.CAFile. The error, which names redis.ca_file, is the CA file
-// being unreadable or holding no certificate; New does not contact Redis.
-func New(c config.Redis, password string) (redis.UniversalClient, error) {
-	o := &redis.UniversalOptions{
-		Addrs:      c.Addrs,
-		MasterName: c.MasterName,
-		Username:   c.Username,
-		Password:   password,
-		DB:         c.DB,
-		ClientName: "faxgate",
+// being unreadable or holding no certificate.
+func New(c config.Redis, pw Passwords, o Options) (*Conn, error) {
+	if o.WatchEvery <= 0 {
+		o.WatchEvery = DefaultWatchEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	u := &redis.UniversalOptions{
+		Addrs:            c.Addrs,
+		MasterName:       c.MasterName,
+		Username:         c.Username,
+		Password:         pw.Data.v,
+		SentinelUsername: c.SentinelUsername,
+		SentinelPassword: pw.Sentinel.v,
+		DB:               c.DB,
+		ClientName:       "faxgate",
 
 		DialTimeout:           2 * time.Second,
 		ReadTimeout:           time.Second,
@@ -51,6 +111,9 @@ func New(c config.Redis, password string) (redis.UniversalClient, error) {
 		MaxIdleConns:          4,
 		ConnMaxIdleTime:       5 * time.Minute,
 		MaxRetries:            1,
+		// A dial that fails is tried again twice, not five times: a node
+		// that is gone must not hold a topology reload for seconds.
+		DialerRetries: 2,
 
 		// Maintenance notifications are a Redis Enterprise/Cloud feature; in
 		// auto mode the client probes for them on every new connection.
@@ -61,9 +124,95 @@ func New(c config.Redis, password string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.TLSConfig = t
+		u.TLSConfig = t
 	}
-	return redis.NewUniversalClient(o), nil
+	cn := &Conn{mode: c.EffectiveMode(), addrs: append([]string(nil), c.Addrs...), masterName: c.MasterName,
+		every: o.WatchEvery, now: o.Now, log: o.Logger, met: o.Metrics, panics: o.Panics}
+	cn.view = Topology{Mode: cn.mode, Addrs: cn.addrs, MasterName: c.MasterName}
+	switch cn.mode {
+	case config.RedisModeCluster:
+		co := u.Cluster()
+		// A slot map older than this is read again by the next command
+		// (go-redis's default is a minute); Run reads it that often even
+		// without commands.
+		co.ClusterStateReloadInterval = o.WatchEvery
+		cc := redis.NewClusterClient(co)
+		cc.AddHook(reloadOnFailure{cc})
+		cn.client = cc
+	case config.RedisModeSentinel:
+		cn.client = redis.NewFailoverClient(u.Failover())
+		cn.sentinels = newSentinelWatch(u)
+	default:
+		cn.client = redis.NewClient(u.Simple())
+	}
+	return cn, nil
+}
+
+// Client is the go-redis client (*redis.Client, or *redis.ClusterClient
+// with mode cluster) every user shares.
+func (c *Conn) Client() redis.UniversalClient { return c.client }
+
+// Mode is the topology in use: single, cluster or sentinel.
+func (c *Conn) Mode() string { return c.mode }
+
+// Close closes the client and the sentinel watch's connections.
+func (c *Conn) Close() error {
+	if c.sentinels != nil {
+		c.sentinels.close()
+	}
+	return c.client.Close()
+}
+
+// Run watches the topology until ctx ends: every WatchEvery it reads a
+// cluster's slot map again (so go-redis routes to a promoted replica even
+// when no command failed) or asks the sentinels for the primary, and
+// records what it saw for Topology. A single node has nothing to watch:
+// Run returns at once.
+func (c *Conn) Run(ctx context.Context) {
+	if c.mode == config.RedisModeSingle {
+		return
+	}
+	background.Loop(ctx, c.log, c.panics, "redis_topology", func(ctx context.Context) bool {
+		return sleep(ctx, c.every)
+	}, func(ctx context.Context) {
+		for {
+			c.look(ctx)
+			if !sleep(ctx, c.every) {
+				return
+			}
+		}
+	})
+}
+
+// look reads the topology once and records it.
+func (c *Conn) look(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.every)
+	defer cancel()
+	var primaries []string
+	var err error
+	switch c.mode {
+	case config.RedisModeCluster:
+		cc := c.client.(*redis.ClusterClient)
+		cc.ReloadState(ctx) // asynchronous; go-redis coalesces reloads
+		primaries, err = clusterPrimaries(ctx, cc)
+	case config.RedisModeSentinel:
+		var p string
+		if p, err = c.sentinels.primary(ctx, c.masterName); err == nil {
+			primaries = []string{p}
+		}
+	}
+	c.record(primaries, err)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // tlsConfig leaves ServerName empty on purpose: go-redis dials with

@@ -65,6 +65,51 @@ func startSentinel(t testing.TB, f *TLSFiles) (master *Server, sentinelAddr stri
 	return master, sentinel.Addr, masterName
 }
 
+// StartReplicated starts a primary and n replicas of it, each with the
+// requirepass and masterauth password ("" for none), and waits until every
+// replica is in sync. The primary is first. Nothing fails them over: that
+// is for a test to do by hand (REPLICAOF), or for StartSentinels.
+func StartReplicated(t testing.TB, n int, password string) []*Server {
+	t.Helper()
+	bin := lookPath(t, "redis-server")
+	auth := ""
+	if password != "" {
+		auth = fmt.Sprintf("requirepass %q\nmasterauth %q\n", password, password)
+	}
+	node := func(replicaOf int) *Server {
+		s := start(t, bin, "redis", func(port int, dir string) string {
+			// A replica syncs at once, not after the default 5 s of
+			// waiting for more replicas to share the transfer.
+			c := baseConf(port, dir) + auth + "repl-diskless-sync-delay 0\n"
+			if replicaOf != 0 {
+				c += fmt.Sprintf("replicaof 127.0.0.1 %d\n", replicaOf)
+			}
+			return c
+		}, nil, nil)
+		s.password = password
+		return s
+	}
+	primary := node(0)
+	nodes := []*Server{primary}
+	for range n {
+		nodes = append(nodes, node(primary.Port))
+	}
+	pc := primary.Client(t)
+	eventually.EventuallyErr(t, sentinelTimeout, "redistest: every replica in sync", func() error {
+		ctx, cancel := ctxTimeout(time.Second)
+		defer cancel()
+		info, err := pc.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if got := strings.Count(info, ",state=online,"); got != n {
+			return fmt.Errorf("%d of %d replicas online:\n%s", got, n, info)
+		}
+		return nil
+	})
+	return nodes
+}
+
 // SentinelOptions shape StartSentinels. The zero value is the production
 // shape a Helm chart installs: a primary, two replicas, three sentinels.
 type SentinelOptions struct {
@@ -116,44 +161,11 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 		o.DownAfter = time.Second
 	}
 	bin := lookPath(t, "redis-server")
-	auth := ""
-	if o.Password != "" {
-		auth = fmt.Sprintf("requirepass %q\nmasterauth %q\n", o.Password, o.Password)
-	}
-	node := func(replicaOf int) *Server {
-		s := start(t, bin, "redis", func(port int, dir string) string {
-			// A replica syncs at once, not after the default 5 s of
-			// waiting for more replicas to share the transfer.
-			c := baseConf(port, dir) + auth + "repl-diskless-sync-delay 0\n"
-			if replicaOf != 0 {
-				c += fmt.Sprintf("replicaof 127.0.0.1 %d\n", replicaOf)
-			}
-			return c
-		}, nil, nil)
-		s.password = o.Password
-		return s
-	}
 	st := &Sentinels{MasterName: "faxgate-ha", sentinelPassword: o.SentinelPassword}
-	primary := node(0)
-	st.Nodes = append(st.Nodes, primary)
-	for range o.Replicas {
-		st.Nodes = append(st.Nodes, node(primary.Port))
-	}
-	// The sentinels learn the replicas from the primary's first INFO: they
-	// must be connected by then.
-	pc := primary.Client(t)
-	eventually.EventuallyErr(t, sentinelTimeout, "redistest: every replica in sync", func() error {
-		ctx, cancel := ctxTimeout(time.Second)
-		defer cancel()
-		info, err := pc.Info(ctx, "replication").Result()
-		if err != nil {
-			return err
-		}
-		if n := strings.Count(info, ",state=online,"); n != o.Replicas {
-			return fmt.Errorf("%d of %d replicas online:\n%s", n, o.Replicas, info)
-		}
-		return nil
-	})
+	// The sentinels learn the replicas from the primary's first INFO:
+	// StartReplicated has them connected by then.
+	st.Nodes = StartReplicated(t, o.Replicas, o.Password)
+	primary := st.Nodes[0]
 
 	quorum := o.Sentinels/2 + 1
 	for range o.Sentinels {
