@@ -65,6 +65,10 @@ type Conn struct {
 	met        *Metrics
 	panics     background.Counter
 	sentinels  *sentinelWatch // mode sentinel
+	conns      *connSet       // mode sentinel: every connection, to close those off the primary
+
+	lookMu sync.Mutex // one look at a time
+	epoch  int64      // sentinel: the configuration epoch of the view recorded; under lookMu
 
 	mu   sync.Mutex
 	view Topology
@@ -140,7 +144,10 @@ func New(c config.Redis, pw Passwords, o Options) (*Conn, error) {
 		cc.AddHook(reloadOnFailure{cc})
 		cn.client = cc
 	case config.RedisModeSentinel:
-		cn.client = redis.NewFailoverClient(u.Failover())
+		fc := redis.NewFailoverClient(u.Failover())
+		cn.conns = newConnSet()
+		fc.AddHook(cn.conns)
+		cn.client = fc
 		cn.sentinels = newSentinelWatch(u)
 	default:
 		cn.client = redis.NewClient(u.Simple())
@@ -166,26 +173,64 @@ func (c *Conn) Close() error {
 // Run watches the topology until ctx ends: every WatchEvery it reads a
 // cluster's slot map again (so go-redis routes to a promoted replica even
 // when no command failed) or asks the sentinels for the primary, and
-// records what it saw for Topology. A single node has nothing to watch:
-// Run returns at once.
+// records what it saw for Topology. With sentinel it also listens for
+// +switch-master, and on a new primary closes the client's connections to
+// any other node (pub/sub ones included). A single node has nothing to
+// watch: Run returns at once.
 func (c *Conn) Run(ctx context.Context) {
 	if c.mode == config.RedisModeSingle {
 		return
+	}
+	if c.sentinels != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			background.Loop(ctx, c.log, c.panics, "redis_topology", func(ctx context.Context) bool {
+				return sleep(ctx, c.every)
+			}, func(ctx context.Context) {
+				// A switch is news to read at once, with its epoch, like
+				// any look: a look running meanwhile may still carry the
+				// old view.
+				c.sentinels.switches(ctx, c.masterName, func() { c.look(ctx) })
+			})
+		}()
 	}
 	background.Loop(ctx, c.log, c.panics, "redis_topology", func(ctx context.Context) bool {
 		return sleep(ctx, c.every)
 	}, func(ctx context.Context) {
 		for {
 			c.look(ctx)
-			if !sleep(ctx, c.every) {
+			if !sleep(ctx, c.nextLook()) {
 				return
 			}
 		}
 	})
 }
 
-// look reads the topology once and records it.
+// settleFor is how long after a change of primary the watch looks every
+// settleEvery: the sentinels learn of a failover one after the other, and
+// a connection redialed through one that did not know yet is back on the
+// old primary, to be closed again.
+const (
+	settleFor   = 5 * time.Second
+	settleEvery = 200 * time.Millisecond
+)
+
+// nextLook is how long to wait for the next look.
+func (c *Conn) nextLook() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.view.Changes > 0 && c.now().Sub(c.view.Since) < settleFor {
+		return min(c.every, settleEvery)
+	}
+	return c.every
+}
+
+// look reads the topology once and records it. Looks run one at a time.
 func (c *Conn) look(ctx context.Context) {
+	c.lookMu.Lock()
+	defer c.lookMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, c.every)
 	defer cancel()
 	var primaries []string
@@ -197,8 +242,12 @@ func (c *Conn) look(ctx context.Context) {
 		primaries, err = clusterPrimaries(ctx, cc)
 	case config.RedisModeSentinel:
 		var p string
-		if p, err = c.sentinels.primary(ctx, c.masterName); err == nil {
-			primaries = []string{p}
+		var epoch int64
+		if p, epoch, err = c.sentinels.primary(ctx, c.masterName); err == nil {
+			if epoch < c.epoch {
+				return // an older view than one already recorded
+			}
+			c.epoch, primaries = epoch, []string{p}
 		}
 	}
 	c.record(primaries, err)

@@ -1,6 +1,8 @@
 package redisconn
 
 import (
+	"context"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -45,30 +47,67 @@ func (c *Conn) Topology() Topology {
 }
 
 // record keeps the result of one look: a change of primaries from a known
-// set to another is logged and counted.
+// set to another is logged and counted, and with sentinel the connections
+// to any other node are closed.
 func (c *Conn) record(primaries []string, err error) {
 	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
 		c.view.Error = ScrubError(err).Error()
+		c.mu.Unlock()
 		return
 	}
 	c.view.Error, c.view.Checked = "", now
-	if slices.Equal(primaries, c.view.Primaries) {
+	old := c.view.Primaries
+	changed := !slices.Equal(primaries, old)
+	if changed {
+		c.view.Primaries, c.view.Since = primaries, now
+		if old != nil {
+			c.view.Changes++
+		}
+	}
+	c.mu.Unlock()
+	closed := 0
+	if c.conns != nil && old != nil {
+		// Every look, not only at a change: a connection redialed through
+		// a sentinel that had not heard of the failover yet is on the old
+		// primary again.
+		closed = c.conns.closeExcept(resolve(primaries))
+	}
+	if !changed || old == nil { // the first look: nothing changed
+		if closed > 0 {
+			c.log.Info("closed Redis connections that were not to the primary", zap.String("primary", strings.Join(primaries, ",")),
+				zap.Int("connections_closed", closed))
+		}
 		return
 	}
-	old := c.view.Primaries
-	c.view.Primaries, c.view.Since = primaries, now
-	if old == nil {
-		return // the first look: nothing changed
-	}
-	c.view.Changes++
 	if c.met != nil {
 		c.met.PrimaryChanges.Inc()
 	}
 	c.log.Warn("Redis primary changed (a failover, or a cluster's slots moved)", zap.String("mode", c.mode),
-		zap.String("from", strings.Join(old, ",")), zap.String("to", strings.Join(primaries, ",")))
+		zap.String("from", strings.Join(old, ",")), zap.String("to", strings.Join(primaries, ",")),
+		zap.Int("connections_closed", closed))
+}
+
+// resolve turns host:port addresses into the ip:port a connection to them
+// has as its peer. A name that does not resolve keeps only its own form.
+func resolve(addrs []string) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range addrs {
+		out[a] = true
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || net.ParseIP(host) != nil {
+			continue
+		}
+		ips, err := net.DefaultResolver.LookupHost(context.Background(), host)
+		if err != nil {
+			continue
+		}
+		for _, ip := range ips {
+			out[net.JoinHostPort(ip, port)] = true
+		}
+	}
+	return out
 }
 
 // Metrics are redisconn's collectors.
