@@ -20,6 +20,7 @@ type Forwarder struct {
 	ln       net.Listener
 	target   atomic.Pointer[string]
 	accepted atomic.Int64
+	drop     atomic.Bool
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
 	wg       sync.WaitGroup
@@ -41,8 +42,16 @@ func Forward(t testing.TB, target string) *Forwarder {
 	return f
 }
 
+// port is the port of Addr.
+func (f *Forwarder) port() int { return f.ln.Addr().(*net.TCPAddr).Port }
+
 // Repoint sends every later connection to target.
 func (f *Forwarder) Repoint(target string) { f.target.Store(&target) }
+
+// Drop, while on, drops every byte in both directions instead of
+// forwarding it: a network partition, in which what one side sends never
+// reaches the other. The connections stay open.
+func (f *Forwarder) Drop(on bool) { f.drop.Store(on) }
 
 // Target is where new connections go now.
 func (f *Forwarder) Target() string { return *f.target.Load() }
@@ -89,7 +98,7 @@ func (f *Forwarder) track(a, b net.Conn) bool {
 // proxy's connection does.
 func (f *Forwarder) pipe(dst, src net.Conn) {
 	defer f.wg.Done()
-	_, _ = io.Copy(dst, src)
+	_, _ = io.Copy(dropper{dst, &f.drop}, src)
 	_, _ = dst.Close(), src.Close()
 	f.mu.Lock()
 	if f.conns != nil {
@@ -109,4 +118,17 @@ func (f *Forwarder) close() {
 		_ = c.Close()
 	}
 	f.wg.Wait()
+}
+
+// dropper writes to w unless drop is on, then discards.
+type dropper struct {
+	w    io.Writer
+	drop *atomic.Bool
+}
+
+func (d dropper) Write(p []byte) (int, error) {
+	if d.drop.Load() {
+		return len(p), nil
+	}
+	return d.w.Write(p)
 }

@@ -71,6 +71,15 @@ func startSentinel(t testing.TB, f *TLSFiles) (master *Server, sentinelAddr stri
 // is for a test to do by hand (REPLICAOF), or for StartSentinels.
 func StartReplicated(t testing.TB, n int, password string) []*Server {
 	t.Helper()
+	nodes, _ := startReplicated(t, n, password, false)
+	return nodes
+}
+
+// startReplicated is StartReplicated; with links, each replica reaches the
+// primary through a Forwarder of its own, returned in replica order, that
+// a test can make drop the replication stream.
+func startReplicated(t testing.TB, n int, password string, links bool) ([]*Server, []*Forwarder) {
+	t.Helper()
 	bin := lookPath(t, "redis-server")
 	auth := ""
 	if password != "" {
@@ -91,8 +100,15 @@ func StartReplicated(t testing.TB, n int, password string) []*Server {
 	}
 	primary := node(0)
 	nodes := []*Server{primary}
+	var fwds []*Forwarder
 	for range n {
-		nodes = append(nodes, node(primary.Port))
+		port := primary.Port
+		if links {
+			f := Forward(t, primary.Addr)
+			fwds = append(fwds, f)
+			port = f.port()
+		}
+		nodes = append(nodes, node(port))
 	}
 	pc := primary.Client(t)
 	eventually.EventuallyErr(t, sentinelTimeout, "redistest: every replica in sync", func() error {
@@ -107,7 +123,7 @@ func StartReplicated(t testing.TB, n int, password string) []*Server {
 		}
 		return nil
 	})
-	return nodes
+	return nodes, fwds
 }
 
 // SentinelOptions shape StartSentinels. The zero value is the production
@@ -126,6 +142,11 @@ type SentinelOptions struct {
 	// DownAfter is down-after-milliseconds: how long a primary stays
 	// unreachable before the sentinels start a failover; default 1s.
 	DownAfter time.Duration
+	// Links, when set, makes each replica reach the primary through a
+	// Forwarder (Sentinels.Links): a test can then partition the
+	// replication stream, so that the primary's last writes never reach a
+	// replica.
+	Links bool
 }
 
 // Sentinels is a primary with replicas, watched by sentinels that fail it
@@ -138,6 +159,9 @@ type Sentinels struct {
 	Nodes []*Server
 	// Watchers are the sentinel processes.
 	Watchers []*Server
+	// Links are the replicas' links to the first primary, in the order of
+	// Nodes[1:] (SentinelOptions.Links); nil otherwise.
+	Links []*Forwarder
 
 	sentinelPassword string
 }
@@ -164,7 +188,7 @@ func StartSentinels(t testing.TB, o SentinelOptions) *Sentinels {
 	st := &Sentinels{MasterName: "faxgate-ha", sentinelPassword: o.SentinelPassword}
 	// The sentinels learn the replicas from the primary's first INFO:
 	// StartReplicated has them connected by then.
-	st.Nodes = StartReplicated(t, o.Replicas, o.Password)
+	st.Nodes, st.Links = startReplicated(t, o.Replicas, o.Password, o.Links)
 	primary := st.Nodes[0]
 
 	quorum := o.Sentinels/2 + 1
