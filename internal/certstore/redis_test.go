@@ -54,11 +54,27 @@ func TestConformanceRedis(t *testing.T) {
 	conformance(t, redisOpener(client(t, srv.Addr)))
 }
 
-// TestConformanceRedisCluster: List, Exists and Delete of a directory must
-// see every master's keys, since the keys of one directory spread over the
-// slots.
+// TestConformanceRedisSentinel: the storage through Sentinel, with
+// passwords on the data nodes and on the sentinels (docs/deployment.md,
+// Redis in production).
+func TestConformanceRedisSentinel(t *testing.T) {
+	t.Parallel() // own processes; mostly waiting on them
+	s := redistest.StartSentinels(t, redistest.SentinelOptions{Password: "data-pw", SentinelPassword: "sentinel-pw"})
+	c, err := redisconn.New(config.Redis{Mode: "sentinel", Addrs: s.SentinelAddrs(), MasterName: s.MasterName},
+		redisconn.Passwords{Data: redisconn.NewSecret("data-pw"), Sentinel: redisconn.NewSecret("sentinel-pw")}, redisconn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	conformance(t, redisOpener(c.Client()))
+}
+
+// TestConformanceRedisCluster: on a cluster whose primaries have replicas,
+// List, Exists and Delete of a directory must see every master's keys,
+// since the keys of one directory spread over the slots.
 func TestConformanceRedisCluster(t *testing.T) {
-	addrs := redistest.StartCluster(t, 3)
+	t.Parallel() // own processes; mostly waiting on them
+	addrs := redistest.StartClusterReplicas(t, redistest.ClusterOptions{}).Addrs()
 	c := client(t, addrs...)
 	conformance(t, redisOpener(c))
 
