@@ -177,12 +177,29 @@ func fallbacks(g *gatewaytest.Gateway) float64 {
 		testutil.ToFloat64(g.Metrics.Limits.BudgetFallback)
 }
 
+// storeOps are the op values of faxgate_token_store_errors_total.
+var storeOps = []string{"load", "save", "delete", "lease", "extend", "release", "subscribe"}
+
 func storeErrors(g *gatewaytest.Gateway) float64 {
 	var n float64
-	for _, op := range []string{"load", "save", "delete", "lease", "extend", "release", "subscribe"} {
+	for _, op := range storeOps {
 		n += testutil.ToFloat64(g.Metrics.Tokens.StoreErrors.WithLabelValues(op))
 	}
 	return n
+}
+
+// storeErrorsByOp is the fleet's token store errors by op, those at 0 left
+// out.
+func (f *fleet) storeErrorsByOp() map[string]float64 {
+	out := map[string]float64{}
+	for _, g := range f.gws {
+		for _, op := range storeOps {
+			if n := testutil.ToFloat64(g.Metrics.Tokens.StoreErrors.WithLabelValues(op)); n > 0 {
+				out[op] += n
+			}
+		}
+	}
+	return out
 }
 
 // healthy judges the topology healthy and shared: the rate limits and the
@@ -359,14 +376,15 @@ type result struct {
 	slowest                   time.Duration
 	authCalls                 int
 	localDecisions            float64
+	storeErrors               map[string]float64
 	tokens                    faxsim.TokenStats
 }
 
 func (r result) log(t *testing.T) {
 	t.Logf("RESULT %s: promoted %v after the fault; fleet-wide %v after the promotion; hold reached the other replica in %v; "+
-		"%d requests, %d failed, slowest %v; %d token calls; %v local decisions; tokens presented %+v",
+		"%d requests, %d failed, slowest %v; %d token calls; %v local decisions; token store errors %v; tokens presented %+v",
 		r.scenario, r.promoted.Round(time.Millisecond), r.fleetWide.Round(time.Millisecond), r.hold.Round(time.Millisecond),
-		r.requests, r.failed, r.slowest.Round(time.Millisecond), r.authCalls, r.localDecisions, r.tokens)
+		r.requests, r.failed, r.slowest.Round(time.Millisecond), r.authCalls, r.localDecisions, r.storeErrors, r.tokens)
 }
 
 // scenario runs one failover under load and judges it. Before the fault
@@ -403,6 +421,7 @@ func scenario(t *testing.T, name string, r *gatewaytest.Redis, fault func(), pro
 		t.Errorf("the failover cost %d token calls, want at most 1", res.authCalls)
 	}
 	res.localDecisions = f.fallbackDecisions()
+	res.storeErrors = f.storeErrorsByOp()
 	for i, g := range f.gws {
 		if up := testutil.ToFloat64(g.Metrics.Limits.RateLimitBackendUp.WithLabelValues()); up != 1 {
 			t.Errorf("gateway %d: faxgate_rate_limit_backend_up = %v after the failover, want 1", i, up)
