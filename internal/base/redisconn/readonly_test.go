@@ -56,10 +56,10 @@ func TestReadonlyConnectionNotReused(t *testing.T) {
 
 	// The failover, as Sentinel or a managed service performs it (without
 	// the CLIENT KILL Sentinel adds), and the address repointed.
-	if err := next.Client(t).SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := next.Client(t).ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Client(t).SlaveOf(ctx, "127.0.0.1", strconv.Itoa(next.Port)).Err(); err != nil {
+	if err := old.Client(t).ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(next.Port)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	addr.Repoint(next.Addr)

@@ -27,11 +27,11 @@ func TestRepointedAddress(t *testing.T) {
 		defer cancel()
 		// As Sentinel or a managed service fails over, without the CLIENT
 		// KILL Sentinel adds: the open connections stay.
-		if err := next.Client(t).SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+		if err := next.Client(t).ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 			t.Fatal(err)
 		}
 		promoted = time.Now()
-		if err := old.Client(t).SlaveOf(ctx, "127.0.0.1", strconv.Itoa(next.Port)).Err(); err != nil {
+		if err := old.Client(t).ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(next.Port)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		addr.Repoint(next.Addr)
