@@ -67,8 +67,9 @@ type Conn struct {
 	sentinels  *sentinelWatch // mode sentinel
 	conns      *connSet       // mode sentinel: every connection, to close those off the primary
 
-	lookMu sync.Mutex // one look at a time
-	epoch  int64      // sentinel: the configuration epoch of the view recorded; under lookMu
+	lookMu     sync.Mutex // one look at a time
+	epoch      int64      // sentinel: the configuration epoch of the view recorded; under lookMu
+	olderSince time.Time  // sentinel: since when only older views came; under lookMu
 
 	mu   sync.Mutex
 	view Topology
@@ -217,6 +218,31 @@ const (
 	settleEvery = 200 * time.Millisecond
 )
 
+// olderViewsFor is how long the sentinels must name the primary with an
+// older configuration epoch than the one recorded before their view is
+// taken: far longer than a failover takes to reach every sentinel (their
+// hello period is 2 s), so only a set of sentinels started afresh, whose
+// epochs began again, gets there.
+const olderViewsFor = 30 * time.Second
+
+// takeView reports whether a sentinel view of epoch, seen at now, is to be
+// recorded, and notes it; c.lookMu must be held. An older view than one
+// already recorded comes from sentinels that have not heard of the
+// failover yet, and is left out, unless older views alone have come for
+// olderViewsFor.
+func (c *Conn) takeView(epoch int64, now time.Time) bool {
+	if epoch < c.epoch {
+		if c.olderSince.IsZero() {
+			c.olderSince = now
+		}
+		if now.Sub(c.olderSince) < olderViewsFor {
+			return false
+		}
+	}
+	c.epoch, c.olderSince = epoch, time.Time{}
+	return true
+}
+
 // nextLook is how long to wait for the next look.
 func (c *Conn) nextLook() time.Duration {
 	c.mu.Lock()
@@ -244,10 +270,10 @@ func (c *Conn) look(ctx context.Context) {
 		var p string
 		var epoch int64
 		if p, epoch, err = c.sentinels.primary(ctx, c.masterName); err == nil {
-			if epoch < c.epoch {
-				return // an older view than one already recorded
+			if !c.takeView(epoch, c.now()) {
+				return
 			}
-			c.epoch, primaries = epoch, []string{p}
+			primaries = []string{p}
 		}
 	}
 	c.record(primaries, err)

@@ -71,8 +71,11 @@ func (c *Conn) record(primaries []string, err error) {
 	if c.conns != nil && old != nil {
 		// Every look, not only at a change: a connection redialed through
 		// a sentinel that had not heard of the failover yet is on the old
-		// primary again.
-		closed = c.conns.closeExcept(resolve(primaries))
+		// primary again. A primary known by a name that does not resolve
+		// here cannot be told from another node: nothing is closed.
+		if keep, ok := resolve(primaries); ok {
+			closed = c.conns.closeExcept(keep)
+		}
 	}
 	if !changed || old == nil { // the first look: nothing changed
 		if closed > 0 {
@@ -89,25 +92,31 @@ func (c *Conn) record(primaries []string, err error) {
 		zap.Int("connections_closed", closed))
 }
 
-// resolve turns host:port addresses into the ip:port a connection to them
-// has as its peer. A name that does not resolve keeps only its own form.
-func resolve(addrs []string) map[string]bool {
-	out := map[string]bool{}
+// resolve turns host:port addresses (sentinels may announce host names)
+// into the ip:port a connection to them has as its peer; ok is false when
+// a name does not resolve.
+func resolve(addrs []string) (peers map[string]bool, ok bool) {
+	peers = map[string]bool{}
 	for _, a := range addrs {
-		out[a] = true
+		peers[a] = true
 		host, port, err := net.SplitHostPort(a)
-		if err != nil || net.ParseIP(host) != nil {
+		if err != nil {
+			return nil, false
+		}
+		if net.ParseIP(host) != nil {
 			continue
 		}
-		ips, err := net.DefaultResolver.LookupHost(context.Background(), host)
-		if err != nil {
-			continue
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		cancel()
+		if err != nil || len(ips) == 0 {
+			return nil, false
 		}
 		for _, ip := range ips {
-			out[net.JoinHostPort(ip, port)] = true
+			peers[net.JoinHostPort(ip, port)] = true
 		}
 	}
-	return out
+	return peers, true
 }
 
 // Metrics are redisconn's collectors.
