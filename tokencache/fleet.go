@@ -16,7 +16,8 @@ import (
 //  1. After a 401, delete the rejected token from the store if it is still
 //     there (compare-and-delete: a late 401 never discards a newer token).
 //  2. Load the shared token. Adopt it when it is valid, newer than ours, not
-//     itself due for renewal and not the rejected one.
+//     itself due for renewal, and issued after the rejected one (a failover
+//     may have left an older token in the store).
 //  3. Otherwise take the renewal lease. The holder loads once more (another
 //     replica may have just finished), calls the token endpoint while
 //     extending the lease, saves and publishes the new token, and releases.
@@ -164,20 +165,23 @@ func (m *Manager) adoptableLocked(tok, rejected *Token) bool {
 	return m.adoptable(tok, rejected)
 }
 
-// adoptable: valid, not the rejected token, newer than ours, and not itself
-// due for renewal (then this replica renews it). m.mu must be held.
+// adoptable: valid, issued after the rejected token, newer than ours, and
+// not itself due for renewal (then this replica renews it). m.mu must be
+// held.
 func (m *Manager) adoptable(tok, rejected *Token) bool {
 	now := m.opts.Clock.Now()
 	if tok == nil || !tok.Valid(now) {
 		return false
 	}
-	if rejected != nil && tok.Value.Equal(rejected.Value) {
-		return false
-	}
 	// A 401 may arrive while a scheduled renewal is already under way: the
-	// rejected token must not come back from the store either way.
-	if m.rejected != nil && tok.Value.Equal(m.rejected.Value) {
-		return false
+	// rejected token must not come back from the store either way. Nor may
+	// one older than it: a failover that lost the last writes can leave the
+	// store holding a token the fleet had replaced, one the upstream may
+	// have revoked since (docs/tokens.md, Redis failover).
+	for _, r := range []*Token{rejected, m.rejected} {
+		if r != nil && (tok.Value.Equal(r.Value) || !tok.Issued.After(r.Issued)) {
+			return false
+		}
 	}
 	if cur := m.cur.Load(); cur != nil && !tok.Expiry.After(cur.Expiry) {
 		return false

@@ -18,6 +18,7 @@ import (
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -70,13 +71,26 @@ func (s *memShared) Save(_ context.Context, t *tokencache.Token) (bool, error) {
 	subs := append([]chan struct{}(nil), s.subs...)
 	s.mu.Unlock()
 	s.saves.Add(1)
+	s.signal(subs)
+	return true, nil
+}
+
+// notify signals every subscriber without a save, as the Redis store does
+// when its subscription comes back after an outage.
+func (s *memShared) notify() {
+	s.mu.Lock()
+	subs := append([]chan struct{}(nil), s.subs...)
+	s.mu.Unlock()
+	s.signal(subs)
+}
+
+func (s *memShared) signal(subs []chan struct{}) {
 	for _, c := range subs {
 		select {
 		case c <- struct{}{}:
 		default:
 		}
 	}
-	return true, nil
 }
 
 func (s *memShared) DeleteIf(_ context.Context, t *tokencache.Token) (bool, error) {
@@ -200,17 +214,6 @@ func tokenOf(t *testing.T, m *tokencache.Manager) *tokencache.Token {
 	return tok
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestFleetStartsWithOneTokenCall(t *testing.T) {
 	sh, f := &memShared{}, &countingFetcher{lifetime: time.Hour}
 	var rs []replica
@@ -245,7 +248,7 @@ func TestFleetRenewsOncePerLifetime(t *testing.T) {
 		{600 * time.Millisecond, 1200 * time.Millisecond},
 		{1200 * time.Millisecond, 1500 * time.Millisecond},
 	} {
-		eventually(t, fmt.Sprintf("every replica holds the token issued at %v", phase.issued), func() bool {
+		eventually.Eventually(t, 5*time.Second, fmt.Sprintf("every replica holds the token issued at %v", phase.issued), func() bool {
 			for _, r := range rs {
 				if tok := r.m.Current(); tok == nil || !tok.Issued.Equal(t0.Add(phase.issued)) {
 					return false
@@ -354,11 +357,11 @@ func TestFleetStoreOutageRenewsDirectlyAndWritesBack(t *testing.T) {
 		t.Fatal("the loop is not waiting")
 	}
 	clock.Advance(time.Second)
-	eventually(t, "write-back", func() bool {
+	eventually.Eventually(t, 5*time.Second, "write-back", func() bool {
 		st, _ := sh.Load(context.Background())
 		return st != nil && st.Value.Equal(tok.Value)
 	})
-	eventually(t, "unsynced gauge back to 0", func() bool { return testutil.ToFloat64(r.met.Unsynced) == 0 })
+	eventually.Eventually(t, 5*time.Second, "unsynced gauge back to 0", func() bool { return testutil.ToFloat64(r.met.Unsynced) == 0 })
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("token calls = %d, want 1", n)
 	}
@@ -375,7 +378,7 @@ func TestFleetHotPathDoesNotWaitOnTheStore(t *testing.T) {
 	if _, err := sh.Save(context.Background(), newer); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	eventually.Eventually(t, 5*time.Second, "the renewal loop inside the slow store", func() bool { return sh.waiting.Load() > 0 })
 	start := time.Now()
 	for range 1000 {
 		tokenOf(t, r.m)
@@ -383,7 +386,7 @@ func TestFleetHotPathDoesNotWaitOnTheStore(t *testing.T) {
 	if d := time.Since(start); d > 200*time.Millisecond {
 		t.Fatalf("1000 hot-path Token calls took %v while the store answered in 2s", d)
 	}
-	eventually(t, "the newer token adopted once the slow store answered", func() bool {
+	eventually.Eventually(t, 5*time.Second, "the newer token adopted once the slow store answered", func() bool {
 		return tokenOf(t, r.m).Value.Equal(newer.Value)
 	})
 }
@@ -391,12 +394,18 @@ func TestFleetHotPathDoesNotWaitOnTheStore(t *testing.T) {
 // slowShared answers every Load after delay.
 type slowShared struct {
 	*memShared
-	delay atomic.Int64
+	delay   atomic.Int64
+	waiting atomic.Int32 // Loads being delayed now
 }
 
 func (s *slowShared) Load(ctx context.Context) (*tokencache.Token, error) {
+	d := time.Duration(s.delay.Load())
+	if d > 0 {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+	}
 	select {
-	case <-time.After(time.Duration(s.delay.Load())):
+	case <-time.After(d):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -459,7 +468,7 @@ func TestLeaseKeeperPanicIsLoggedAndTheRenewalCompletes(t *testing.T) {
 		t.Fatal("the lease keeper is not running")
 	}
 	clock.Advance(200 * time.Millisecond)
-	eventually(t, "the panic line", func() bool { return len(logs.FilterMessage(background.Msg).All()) == 1 })
+	eventually.Eventually(t, 5*time.Second, "the panic line", func() bool { return len(logs.FilterMessage(background.Msg).All()) == 1 })
 	close(f.gate)
 	tok := tokenOf(t, m)
 	if st, _ := sh.memShared.Load(ctx); st == nil || !st.Value.Equal(tok.Value) {

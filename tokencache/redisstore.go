@@ -37,7 +37,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +45,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/background"
 	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
 // DefaultOpTimeout bounds each Redis operation when RedisOptions.OpTimeout is zero.
@@ -155,19 +155,10 @@ func OpOf(err error) string {
 	return ""
 }
 
+// storeErr wraps err, with the arguments some Redis replies echo cut
+// (redisconn.ScrubError): they would put a sealed value into a log line.
 func storeErr(op string, err error) error {
-	return &StoreError{Op: op, Err: scrubRedisError(err)}
-}
-
-// scrubRedisError cuts the arguments Redis echoes in some replies ("unknown
-// command 'EVALSHA', with args beginning with: ..." when a command is renamed
-// or disabled), which would put a sealed value into a log line.
-func scrubRedisError(err error) error {
-	const echo = ", with args beginning with"
-	if msg := err.Error(); strings.Contains(msg, echo) {
-		return errors.New(msg[:strings.Index(msg, echo)])
-	}
-	return err
+	return &StoreError{Op: op, Err: redisconn.ScrubError(err)}
 }
 
 // account returns the keys of the current API secret, deriving them only
@@ -285,7 +276,8 @@ func (s *RedisStore) DeleteIf(ctx context.Context, tok *Token) (bool, error) {
 	return n == 1, nil
 }
 
-// Lease implements Shared with SET NX PX and a random owner value.
+// Lease implements Shared with the owner lease of internal/base/redisconn
+// (SET NX PX with a random owner value).
 func (s *RedisStore) Lease(ctx context.Context, ttl time.Duration) (Lease, bool, error) {
 	a, err := s.account()
 	if err != nil {
@@ -298,7 +290,7 @@ func (s *RedisStore) Lease(ctx context.Context, ttl time.Duration) (Lease, bool,
 	l := &redisLease{s: s, key: a.lease, owner: hex.EncodeToString(b[:])}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	ok, err := s.client.SetNX(ctx, l.key, l.owner, leaseTTL(ttl)).Result()
+	ok, err := redisconn.TakeLease(ctx, s.client, l.key, l.owner, ttl)
 	if err != nil {
 		return nil, false, storeErr("lease", err)
 	}
@@ -308,9 +300,6 @@ func (s *RedisStore) Lease(ctx context.Context, ttl time.Duration) (Lease, bool,
 	return l, true, nil
 }
 
-// leaseTTL keeps a lease TTL within what SET PX accepts.
-func leaseTTL(ttl time.Duration) time.Duration { return max(ttl, time.Millisecond) }
-
 // redisLease is a lease taken by this replica. It keeps the key it took, so a
 // key rotation while renewing does not make it touch another account's lease.
 type redisLease struct {
@@ -319,29 +308,17 @@ type redisLease struct {
 	owner string
 }
 
-var extendScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-`)
-
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
-
-// Extend implements Lease: only the owner's lease is extended.
+// Extend implements Lease: only the owner's lease is extended. A lease that
+// vanished from Redis (a failover that lost it) is taken back unless another
+// replica holds it now, so the renewal in flight stays the fleet's only one.
 func (l *redisLease) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	n, err := extendScript.Run(ctx, l.s.client, []string{l.key}, l.owner, leaseTTL(ttl).Milliseconds()).Int()
+	r, err := redisconn.RefreshLease(ctx, l.s.client, l.key, l.owner, ttl)
 	if err != nil {
 		return false, storeErr("extend", err)
 	}
-	return n == 1, nil
+	return r != redisconn.LeaseLost, nil
 }
 
 // Release implements Lease: a lease that expired and was taken by another
@@ -349,7 +326,7 @@ func (l *redisLease) Extend(ctx context.Context, ttl time.Duration) (bool, error
 func (l *redisLease) Release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	if err := releaseScript.Run(ctx, l.s.client, []string{l.key}, l.owner).Err(); err != nil {
+	if _, err := redisconn.ReleaseLease(ctx, l.s.client, l.key, l.owner); err != nil {
 		return storeErr("release", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,15 +28,27 @@ import (
 // chartOwned are the keys the chart sets from its own values; config must
 // not set them. Each maps to the value that owns it.
 var chartOwned = map[string]string{
-	"server.listen":             "the container port 8080",
-	"admin.listen":              "the container port 9090",
-	"upstream.api_key_file":     "apiKey",
-	"upstream.api_key_env":      "apiKey",
-	"redis.password_env":        "redisPassword",
-	"server.tls.mode":           "tls.existingSecret",
-	"server.tls.cert_file":      "tls.existingSecret",
-	"server.tls.key_file":       "tls.existingSecret",
-	"server.tls.client_ca_file": "tls.clientCASecret",
+	"server.listen":               "the container port 8080",
+	"admin.listen":                "the container port 9090",
+	"upstream.api_key_file":       "apiKey",
+	"upstream.api_key_env":        "apiKey",
+	"redis.password_env":          "redisPassword",
+	"redis.sentinel_password_env": "redisSentinelPassword",
+	"server.tls.mode":             "tls.existingSecret",
+	"server.tls.cert_file":        "tls.existingSecret",
+	"server.tls.key_file":         "tls.existingSecret",
+	"server.tls.client_ca_file":   "tls.clientCASecret",
+}
+
+// ChartOwned returns the config keys the chart sets from its own values
+// (YAML paths, sorted): config must not set them.
+func ChartOwned() []string {
+	keys := make([]string, 0, len(chartOwned))
+	for k := range chartOwned {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // chartOverlay narrows the generated schema where the chart reads a value
@@ -49,6 +62,13 @@ func chartOverlay(path string, s map[string]any) {
 		s["enum"] = []any{"local", "redis", nil}
 	case "upstream":
 		s["required"] = []string{"base_url"}
+	case "redis.mode":
+		s["enum"] = []any{"auto", "single", "cluster", "sentinel", nil}
+	case "redis":
+		// The chart renders the sentinel's password from its own value;
+		// a Sentinel release without master_name would never start.
+		s["if"] = map[string]any{"properties": map[string]any{"mode": map[string]any{"const": "sentinel"}}, "required": []string{"mode"}}
+		s["then"] = map[string]any{"required": []string{"master_name"}}
 	case "upstream.base_url":
 		s["type"] = []string{"string"}
 		s["minLength"] = 1

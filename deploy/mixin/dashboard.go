@@ -233,6 +233,8 @@ func Dashboard() dashboard {
 	l.add(stat("Replicas limiting locally", "short", "Replicas whose rate limiter cannot reach Redis right now (rate_limit.backend: redis only).",
 		"0", []step{{Color: "green"}, {Color: "orange", Value: f(1)}},
 		t(fmt.Sprintf("count by (%s) (%s == 0)", release, q("faxgate_rate_limit_backend_up")), relLegend)), 8, 8)
+	l.add(timeseries("Redis primary changes per hour", "short", "Changes of the Redis primary in the hour up to each point, as the replica that saw the most counts them: a Sentinel failover, or a cluster slot range moved to another primary (docs/deployment.md, Redis in production).",
+		[]target{t(fmt.Sprintf("max(increase(%s[1h]))", q("faxgate_redis_primary_changes_total")), "primary changes")}), 8, 8)
 
 	l.row("Configuration and process")
 	l.add(timeseries("Config reloads per hour", "short", "Configuration loads in the hour up to each point, by result (FaxgateConfigReloadFailing fires on an error).",

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/deploy/mixin"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -67,8 +69,7 @@ func TestChartTakesTheExampleConfig(t *testing.T) {
 	}
 	// The keys the chart owns: the schema refuses each one with a message
 	// naming it (TestChartRefusesBadValues); here they are left out.
-	for _, owned := range []string{"server.listen", "admin.listen", "upstream.api_key_file", "upstream.api_key_env",
-		"redis.password_env", "server.tls.mode", "server.tls.cert_file", "server.tls.key_file", "server.tls.client_ca_file"} {
+	for _, owned := range mixin.ChartOwned() {
 		i := strings.LastIndex(owned, ".")
 		parent, key := owned[:i], owned[i+1:]
 		if m, ok := at(cfg, parent).(map[string]any); ok {
@@ -98,8 +99,10 @@ func TestChartTakesTheExampleConfig(t *testing.T) {
 // tomorrow is in it) passes the chart's schema; so does each scalar written
 // as ${NAME}, which faxgate expands before it reads the value.
 func TestChartSchemaTakesEveryKey(t *testing.T) {
-	owned := map[string]bool{"server.listen": true, "admin.listen": true, "upstream.api_key_file": true, "upstream.api_key_env": true,
-		"redis.password_env": true, "server.tls.mode": true, "server.tls.cert_file": true, "server.tls.key_file": true, "server.tls.client_ca_file": true}
+	owned := map[string]bool{}
+	for _, k := range mixin.ChartOwned() {
+		owned[k] = true
+	}
 	for _, fromEnv := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fromEnv=%v", fromEnv), func(t *testing.T) {
 			n := 0
@@ -126,6 +129,9 @@ func TestChartSchemaTakesEveryKey(t *testing.T) {
 // owns are left out; token.store and rate_limit.backend are redis (two pods).
 func fill(t reflect.Type, path string, owned map[string]bool, fromEnv bool, n *int) any {
 	switch path {
+	case "redis.mode":
+		*n++
+		return "auto"
 	case "token.store", "rate_limit.backend":
 		*n++
 		return "redis"

@@ -135,7 +135,8 @@ func TestChartConfigPassesCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			getenv := func(k string) (string, bool) {
-				if k == "FAXGATE_REDIS_PASSWORD" && c.Redis.PasswordEnv == k {
+				if k == "FAXGATE_REDIS_PASSWORD" && c.Redis.PasswordEnv == k ||
+					k == "FAXGATE_REDIS_SENTINEL_PASSWORD" && c.Redis.SentinelPasswordEnv == k {
 					return "redis-password", true
 				}
 				return "", false

@@ -393,17 +393,5 @@ func notExist(op, key string) error {
 // opError wraps a Redis error with the operation and the key (a key is a
 // path such as certificates/<issuer>/<domain>/<domain>.key, never a value).
 func opError(op, key string, err error) error {
-	return fmt.Errorf("certstore %s %q: %w", op, key, scrubRedisError(err))
-}
-
-// scrubRedisError cuts the arguments Redis echoes in some replies ("unknown
-// command 'HSET', with args beginning with: ..." when a command is renamed
-// or disabled), which would put a private key into an error and so into a
-// log line.
-func scrubRedisError(err error) error {
-	const echo = ", with args beginning with"
-	if msg := err.Error(); strings.Contains(msg, echo) {
-		return errors.New(msg[:strings.Index(msg, echo)])
-	}
-	return err
+	return fmt.Errorf("certstore %s %q: %w", op, key, redisconn.ScrubError(err))
 }

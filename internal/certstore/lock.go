@@ -24,8 +24,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 )
 
 // heldLock is a lock this process holds.
@@ -64,35 +65,13 @@ func (h *heldLock) confirmed(sent time.Time, lease time.Duration) {
 	h.lease, h.expires = lease, sent.Add(lease)
 }
 
-// refreshScript extends the lease of the holder ARGV[1] to ARGV[2] ms.
-// It returns 1 when extended, 2 when the key had vanished and was set
-// again, and 0 when another holder has the lock.
-//
-// The key vanishes while the lease still runs when Redis restarts without
-// persistence or fails over to a replica that had not received it. The
-// holder still holds the lock by its own lease (the caller checks that the
-// lease has not ended), so it takes the key back; had another replica taken
-// the lock meanwhile, its token would be there and this returns 0.
-var refreshScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 2
-end
-return 0
-`)
-
-// releaseScript deletes the lock only if ARGV[1] holds it.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-`)
+// The lock is the owner lease of internal/base/redisconn: a refresh
+// returns redisconn.LeaseRetaken when the key had vanished while the lease
+// still ran (Redis restarted without persistence, or failed over to a
+// replica that had not received it). The holder still holds the lock by its
+// own lease (the refresher checks that the lease has not ended), so it
+// takes the key back; had another replica taken the lock meanwhile, its
+// token would be there and the refresh returns redisconn.LeaseLost.
 
 // errLockLost is returned by RenewLockLease once another holder has the lock.
 var errLockLost = errors.New("lock lease lost: another holder has it")
@@ -152,7 +131,7 @@ func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
 	}
 	sent := time.Now()
 	octx, cancel := s.opCtx(ctx)
-	ok, err := s.client.SetNX(octx, h.key, h.token, s.lockTTL).Result()
+	ok, err := redisconn.TakeLease(octx, s.client, h.key, h.token, s.lockTTL)
 	cancel()
 	if err != nil {
 		// Had the SET applied before the error, the key expires with its
@@ -188,7 +167,7 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 	<-h.done
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	if err := releaseScript.Run(octx, s.client, []string{h.key}, h.token).Err(); err != nil {
+	if _, err := redisconn.ReleaseLease(octx, s.client, h.key, h.token); err != nil {
 		// The lease, no longer refreshed, ends within LockTTL.
 		return opError("unlock", name, err)
 	}
@@ -213,11 +192,11 @@ func (s *Storage) RenewLockLease(ctx context.Context, name string, leaseDuration
 	sent := time.Now()
 	octx, cancel := s.opCtx(ctx)
 	defer cancel()
-	n, err := refreshScript.Run(octx, s.client, []string{h.key}, h.token, lease.Milliseconds()).Int()
+	r, err := redisconn.RefreshLease(octx, s.client, h.key, h.token, lease)
 	if err != nil {
 		return opError("renew lock", name, err)
 	}
-	if n == 0 {
+	if r == redisconn.LeaseLost {
 		s.lost(name, h, "another holder has it")
 		return fmt.Errorf("certstore renew lock %q: %w", name, errLockLost)
 	}
@@ -269,26 +248,26 @@ func (s *Storage) refresh(ctx context.Context, name string, h *heldLock) {
 		}
 		// A reply that comes after the lease's end proves nothing.
 		octx, cancel := context.WithTimeout(ctx, min(s.opTimeout, expires.Sub(now)))
-		n, err := refreshScript.Run(octx, s.client, []string{h.key}, h.token, lease.Milliseconds()).Int()
+		r, err := redisconn.RefreshLease(octx, s.client, h.key, h.token, lease)
 		cancel()
 		switch {
 		case err != nil:
 			h.op.Unlock()
 			failures++
-			lastErr = scrubRedisError(err)
+			lastErr = redisconn.ScrubError(err)
 			if failures == 1 {
 				s.log.Warn("refreshing a certmagic lock failed; retrying until its lease ends",
 					zap.String("lock", name), zap.Error(lastErr), zap.Duration("lease_left", expires.Sub(now)))
 			}
 			wait = retry
-		case n == 0:
+		case r == redisconn.LeaseLost:
 			h.op.Unlock()
 			s.lost(name, h, "another holder has it")
 			return
 		default:
 			h.confirmed(now, lease)
 			h.op.Unlock()
-			if n == 2 {
+			if r == redisconn.LeaseRetaken {
 				s.log.Warn("a certmagic lock's key had vanished from Redis (a restart without persistence, or a failover); set again while its lease lasts",
 					zap.String("lock", name))
 			}

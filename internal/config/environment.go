@@ -17,7 +17,7 @@ import (
 // unreadable or blank, an API key variable that is unset or blank, a CA
 // file without a PEM certificate (upstream's, or Redis's while Redis is in
 // use), a server certificate that is expired or does not match its key, an
-// unset Redis password variable while Redis is in use, and the TLS files of
+// unset Redis or sentinel password variable while Redis is in use, and the TLS files of
 // the mode in force, an unset or malformed tracing headers variable while
 // tracing is on, and two listeners whose host names resolve to one
 // address. It never puts a file's content or a variable's value in a
@@ -60,6 +60,10 @@ func (v *validator) environment(c *Config, getenv func(string) (string, bool)) {
 	}
 	if u.ProxyURL == ProxyFromEnvironment {
 		v.proxyEnv("upstream.proxy_url", getenv)
+	}
+	if c.UsesRedis() && c.Redis.SentinelPasswordEnv != "" {
+		// Read like password_env: the sentinels' requirepass may be "".
+		v.secretEnv("redis.sentinel_password_env", c.Redis.SentinelPasswordEnv, getenv, false)
 	}
 	if c.UsesRedis() && c.Redis.PasswordEnv != "" {
 		// An empty password is allowed: the variable may be set to "" on

@@ -108,6 +108,20 @@ func TestCheckEnvironment(t *testing.T) {
 			[]string{`redis.password_env: environment variable "NOPE" is not set`}},
 		{"redis password set", func(c *Config) { c.Redis.PasswordEnv = "REDIS_PW"; c.Token.Store = "redis" }, nil},
 		{"redis password set empty", func(c *Config) { c.Redis.PasswordEnv = "REDIS_EMPTY"; c.Token.Store = "redis" }, nil},
+		{"sentinel password unset, redis unused", func(c *Config) { c.Redis.MasterName, c.Redis.SentinelPasswordEnv = "m", "NOPE" }, nil},
+		{"sentinel password unset, token store", func(c *Config) {
+			c.Redis.MasterName, c.Redis.SentinelPasswordEnv, c.Token.Store = "m", "NOPE", "redis"
+		}, []string{`redis.sentinel_password_env: environment variable "NOPE" is not set`}},
+		{"sentinel and data passwords unset", func(c *Config) {
+			c.Redis.MasterName, c.Redis.SentinelPasswordEnv, c.Redis.PasswordEnv, c.RateLimit.Backend = "m", "NOPE1", "NOPE2", "redis"
+		}, []string{`redis.sentinel_password_env: environment variable "NOPE1" is not set`,
+			`redis.password_env: environment variable "NOPE2" is not set`}},
+		{"sentinel password set", func(c *Config) {
+			c.Redis.MasterName, c.Redis.SentinelPasswordEnv, c.Token.Store = "m", "REDIS_PW", "redis"
+		}, nil},
+		{"sentinel password set empty", func(c *Config) {
+			c.Redis.MasterName, c.Redis.SentinelPasswordEnv, c.Token.Store = "m", "REDIS_EMPTY", "redis"
+		}, nil},
 		{"redis ca file", func(c *Config) { c.Token.Store, c.Redis.TLS, c.Redis.CAFile = "redis", true, ca }, nil},
 		{"redis ca file not PEM", func(c *Config) { c.Token.Store, c.Redis.TLS, c.Redis.CAFile = "redis", true, notPEM },
 			[]string{"redis.ca_file: " + q(notPEM) + " holds no PEM certificate"}},

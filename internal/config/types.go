@@ -173,11 +173,27 @@ type Token struct {
 // Redis is the Redis connection used by token.store, rate_limit.backend and
 // tls.acme.storage.
 type Redis struct {
-	// Addrs: one address is a single node; several are a cluster; with
-	// MasterName they are sentinels. Default ["127.0.0.1:6379"].
+	// Mode is how Addrs are read: auto, single, cluster or sentinel
+	// (docs/deployment.md, Redis in production). auto: with MasterName the
+	// addresses are sentinels, else one address is a single node and several
+	// are cluster nodes. cluster with one address is a cluster's
+	// configuration endpoint (managed services), the nodes discovered from
+	// it. Default "auto"; EffectiveMode resolves it.
+	Mode string `yaml:"mode"`
+	// Addrs: the node, the cluster nodes (or one configuration endpoint), or
+	// the sentinels, as Mode says. Default ["127.0.0.1:6379"].
 	Addrs []string `yaml:"addrs"`
-	// MasterName, when set, makes Addrs sentinels of this master. Default "".
+	// MasterName is the name the sentinels know the primary by; with mode
+	// auto, setting it makes Addrs sentinels. Default "".
 	MasterName string `yaml:"master_name"`
+	// SentinelUsername is the ACL user for the sentinels themselves (they
+	// may differ from the data nodes' Username); only with sentinel.
+	// Default "" (none).
+	SentinelUsername string `yaml:"sentinel_username"`
+	// SentinelPasswordEnv names an environment variable holding the
+	// sentinels' password (requirepass of sentinel.conf); only with
+	// sentinel. Default "" (the sentinels take no password).
+	SentinelPasswordEnv string `yaml:"sentinel_password_env"`
 	// Username is the ACL user. Default "".
 	Username string `yaml:"username"`
 	// PasswordEnv names an environment variable holding the password.
@@ -194,6 +210,32 @@ type Redis struct {
 	// CAFile is an extra trust root (PEM) for Redis over TLS; only with
 	// TLS. Default "".
 	CAFile string `yaml:"ca_file"`
+}
+
+// The values of redis.mode. ModeAuto is resolved by EffectiveMode into one
+// of the other three.
+const (
+	RedisModeAuto     = "auto"
+	RedisModeSingle   = "single"
+	RedisModeCluster  = "cluster"
+	RedisModeSentinel = "sentinel"
+)
+
+// EffectiveMode is the topology r describes: Mode when it is single,
+// cluster or sentinel; for auto (or empty), sentinel when MasterName is
+// set, cluster for several addresses, single otherwise.
+func (r Redis) EffectiveMode() string {
+	switch r.Mode {
+	case RedisModeSingle, RedisModeCluster, RedisModeSentinel:
+		return r.Mode
+	}
+	switch {
+	case r.MasterName != "":
+		return RedisModeSentinel
+	case len(r.Addrs) > 1:
+		return RedisModeCluster
+	}
+	return RedisModeSingle
 }
 
 // Callers says who callers are and what each may do.
@@ -378,7 +420,7 @@ func Default() Config {
 			RetryMin:      time.Second,
 			RetryMax:      5 * time.Minute,
 		},
-		Redis: Redis{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "faxgate:"},
+		Redis: Redis{Mode: RedisModeAuto, Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "faxgate:"},
 		Callers: Callers{
 			IdentityHeader: "X-Faxgate-Caller",
 			Unidentified:   "deny",

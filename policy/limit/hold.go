@@ -8,7 +8,7 @@ package limit
 // the replica that saw the 429 writes the hold into one hash
 // (P + "holds": route -> end, in Redis time) and publishes it on
 // P + "holds"; every replica applies a published hold at once and polls the
-// hash every second (a read-only script on the hash's node), so a hold reaches the fleet within a second even across
+// hash twice a second (a read-only script on the hash's node), so a hold reaches the fleet within a second even across
 // a lost message or a reconnect. Holds travel as time left, never as a
 // wall-clock instant, so replicas' clocks may disagree. Without Redis (or
 // while it is down) each replica holds on its own.
@@ -73,7 +73,10 @@ type HoldOptions struct {
 	KeyPrefix string
 	Now       func() time.Time
 	Logger    *zap.Logger
-	// PollEvery is how often the shared holds are read; default 1s.
+	// PollEvery is how often the shared holds are read; default 500ms, so
+	// that a poll plus its round trip stays within the second a hold has
+	// to reach the fleet when its message is lost (a subscription moving
+	// to a new primary after a failover).
 	PollEvery time.Duration
 	// Timeout bounds one Redis call; default 1s.
 	Timeout time.Duration
@@ -105,7 +108,7 @@ func NewHolds(o HoldOptions) *Holds {
 		o.Logger = zap.NewNop()
 	}
 	if o.PollEvery <= 0 {
-		o.PollEvery = time.Second
+		o.PollEvery = 500 * time.Millisecond
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second

@@ -28,12 +28,12 @@ import (
 // redisClient is a client as faxgate serve builds it, for the server at addr.
 func redisClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	c, err := redisconn.New(config.Redis{Addrs: []string{addr}}, "")
+	c, err := redisconn.New(config.Redis{Addrs: []string{addr}}, redisconn.Passwords{}, redisconn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return c.Client()
 }
 
 // countingHook counts the commands a client sends (or tries to send).

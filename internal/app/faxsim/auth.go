@@ -43,7 +43,7 @@ func (s *Sim) handleAuth(w http.ResponseWriter, c *call) {
 		// 32 random bytes give 43 URL-safe characters, as long as the real
 		// tokens and unguessable.
 		tok = randomID(32)
-		s.tokens[tok] = now.Add(s.ttl)
+		s.issueLocked(tok, now.Add(s.ttl))
 	}
 	s.mu.Unlock()
 
@@ -102,6 +102,7 @@ func (s *Sim) pruneLocked(now time.Time) {
 			delete(s.rate, k)
 		}
 	}
+	s.forgetIssuedLocked(now)
 }
 
 // RevokeTokens invalidates every issued token, as if the upstream had
@@ -109,6 +110,11 @@ func (s *Sim) pruneLocked(now time.Time) {
 func (s *Sim) RevokeTokens() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for tok := range s.tokens {
+		if rec := s.issued[tok]; rec != nil {
+			rec.revoked = true
+		}
+	}
 	clear(s.tokens)
 }
 

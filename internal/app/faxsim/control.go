@@ -71,6 +71,10 @@ func (s *Sim) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.authCalls = 0
+	s.tokenStats = TokenStats{}
+	for _, rec := range s.issued {
+		rec.presented = false
+	}
 	clear(s.routes)
 	s.ring.reset()
 	clear(s.rate)
@@ -131,7 +135,8 @@ func (s *Sim) controlStats(w http.ResponseWriter, _ *http.Request) {
 		AuthCalls int            `json:"auth_calls"`
 		Routes    map[string]int `json:"routes"`
 		Throttled int            `json:"throttled"`
-	}{s.authCalls, maps.Clone(s.routes), s.throttled}
+		Tokens    TokenStats     `json:"tokens"`
+	}{s.authCalls, maps.Clone(s.routes), s.throttled, s.tokenStats}
 	s.mu.Unlock()
 	httpjson.Write(w, http.StatusOK, stats)
 }

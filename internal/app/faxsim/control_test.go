@@ -123,7 +123,8 @@ func TestControlHTTP(t *testing.T) {
 
 	t.Run("stats", func(t *testing.T) {
 		r := e.do(t, "GET", "/_sim/stats", nil, "")
-		want := `{"auth_calls":1,"routes":{"POST /v1/auth":1,"POST /v1/numbers/delete":1},"throttled":0}`
+		want := `{"auth_calls":1,"routes":{"POST /v1/auth":1,"POST /v1/numbers/delete":1},"throttled":0,` +
+			`"tokens":{"valid":1,"revoked":0,"expired":0,"unknown":0,"distinct":1}}`
 		if r.code != 200 || r.raw != want {
 			t.Errorf("got %d %s, want 200 %s", r.code, r.raw, want)
 		}
@@ -190,7 +191,7 @@ func TestControlHTTP(t *testing.T) {
 		if r := e.do(t, "POST", "/_sim/reset", nil, ""); r.code != 200 {
 			t.Fatalf("got %d %s", r.code, r.raw)
 		}
-		if r := e.do(t, "GET", "/_sim/stats", nil, ""); r.raw != `{"auth_calls":0,"routes":{},"throttled":0}` {
+		if r := e.do(t, "GET", "/_sim/stats", nil, ""); r.raw != `{"auth_calls":0,"routes":{},"throttled":0,"tokens":{"valid":0,"revoked":0,"expired":0,"unknown":0,"distinct":0}}` {
 			t.Errorf("stats after reset: got %s", r.raw)
 		}
 	})

@@ -66,7 +66,8 @@ type Sim struct {
 
 	mu     sync.Mutex
 	apiKey string
-	tokens map[string]time.Time // access token -> expiry
+	tokens map[string]time.Time // access token -> expiry: the valid ones
+	issued map[string]*issuedToken
 	rate   map[string]*rateCount
 
 	endpointLimit, tenantLimit Window
@@ -86,6 +87,7 @@ type Sim struct {
 
 	// Observation and fault injection; Reset clears these.
 	authCalls  int
+	tokenStats TokenStats
 	routes     map[string]int
 	ring       ring
 	latency    time.Duration
@@ -108,6 +110,7 @@ func New(opts Options) *Sim {
 		ttl:    opts.TokenTTL,
 		apiKey: opts.APIKey,
 		tokens: make(map[string]time.Time),
+		issued: make(map[string]*issuedToken),
 		rate:   make(map[string]*rateCount),
 
 		endpointLimit: opts.EndpointLimit,
@@ -245,6 +248,9 @@ func (s *Sim) admit(r *http.Request, path string, rt *route, body []byte, size i
 	if s.failLeft > 0 {
 		s.failLeft--
 		adm.failStatus, adm.failRetry = s.failStatus, s.failRetry
+	}
+	if hasBearer {
+		s.countTokenLocked(tok, now)
 	}
 	bucket := ""
 	if hasBearer && s.tokenValidLocked(tok, now) {

@@ -50,7 +50,8 @@ type Deps struct {
 	// Clock drives token renewal, the key-file watcher, the config file
 	// polling and the rate limiters. Default clock.Real{}.
 	Clock clock.Clock
-	// Getenv resolves upstream.api_key_env, redis.password_env, and the
+	// Getenv resolves upstream.api_key_env, redis.password_env and
+	// sentinel_password_env, and the
 	// ${VAR} references of a reloaded config file. Required.
 	Getenv func(string) (string, bool)
 	// Version is the version label of faxgate_build_info.
@@ -67,6 +68,9 @@ type Deps struct {
 	TokenLeaseTTL time.Duration
 	// RedisOpTimeout is tokencache.RedisOptions.OpTimeout.
 	RedisOpTimeout time.Duration
+	// RedisWatchEvery is redisconn.Options.WatchEvery: how often the
+	// cluster's slot map or the sentinels' primary is read again.
+	RedisWatchEvery time.Duration
 	// RateLimitTimeout bounds one shared rate-limit decision (policy.WithRedisTimeout).
 	RateLimitTimeout time.Duration
 	// TLSPollEvery is how often server.tls.cert_file/key_file are checked
@@ -109,7 +113,8 @@ type Gateway struct {
 	transport *http.Transport
 	upstream  http.RoundTripper     // transport, through the egress proxy when there is one
 	proxyAuth *proxyAuth            // the egress proxy's credentials, when a file holds them
-	redis     redis.UniversalClient // nil unless cfg.UsesRedis()
+	redisConn *redisconn.Conn       // nil unless cfg.UsesRedis()
+	redis     redis.UniversalClient // redisConn's client, shared by every user
 	keyWatch  *tokencache.KeyWatcher
 	traces    *sdktrace.TracerProvider // nil with tracing off
 	tls       *servertls.Server        // nil with server.tls.mode off
@@ -183,13 +188,16 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 	var shared tokencache.Shared
 	compileOpts := []policy.CompileOption{policy.WithMetrics(g.Metrics.Limits), policy.WithTracer(tracer)}
 	if cfg.UsesRedis() {
-		password, err := redisPassword(cfg.Redis, d.Getenv)
+		pw, err := redisPasswords(cfg.Redis, d.Getenv)
 		if err != nil {
 			return nil, err
 		}
-		if g.redis, err = redisconn.New(cfg.Redis, password); err != nil {
+		g.redisConn, err = redisconn.New(cfg.Redis, pw, redisconn.Options{WatchEvery: d.RedisWatchEvery, Now: d.Clock.Now,
+			Logger: log.Named("redis"), Metrics: g.Metrics.Redis, Panics: g.Metrics.countPanic})
+		if err != nil {
 			return nil, err
 		}
+		g.redis = g.redisConn.Client()
 		compileOpts = append(compileOpts, policy.WithRedis(g.redis, g.Metrics.Limits, log.Named("ratelimit")))
 		if d.RateLimitTimeout > 0 {
 			compileOpts = append(compileOpts, policy.WithRedisTimeout(d.RateLimitTimeout))
@@ -341,8 +349,8 @@ func (g *Gateway) CloseIdleConnections() { g.transport.CloseIdleConnections() }
 // release frees what New acquired; Run and Close both call it.
 func (g *Gateway) release() {
 	g.releaseOnce.Do(func() {
-		if g.redis != nil {
-			_ = g.redis.Close()
+		if g.redisConn != nil {
+			_ = g.redisConn.Close()
 		}
 		if g.tls != nil {
 			g.tls.Close()
@@ -375,14 +383,22 @@ func keySource(u config.Upstream, getenv func(string) (string, bool)) (tokencach
 	return tokencache.StaticKey(tokencache.NewSecret(v)), nil
 }
 
-// redisPassword resolves redis.password_env ("" when none is named).
-func redisPassword(c config.Redis, getenv func(string) (string, bool)) (string, error) {
-	if c.PasswordEnv == "" {
-		return "", nil
+// redisPasswords resolves redis.password_env and sentinel_password_env
+// (each "" when none is named).
+func redisPasswords(c config.Redis, getenv func(string) (string, bool)) (redisconn.Passwords, error) {
+	var pw redisconn.Passwords
+	for _, v := range []struct {
+		path, name string
+		to         *redisconn.Secret
+	}{{"redis.password_env", c.PasswordEnv, &pw.Data}, {"redis.sentinel_password_env", c.SentinelPasswordEnv, &pw.Sentinel}} {
+		if v.name == "" {
+			continue
+		}
+		val, ok := getenv(v.name)
+		if !ok {
+			return pw, fmt.Errorf("%s: environment variable %q is not set", v.path, v.name)
+		}
+		*v.to = redisconn.NewSecret(val)
 	}
-	v, ok := getenv(c.PasswordEnv)
-	if !ok {
-		return "", fmt.Errorf("redis.password_env: environment variable %q is not set", c.PasswordEnv)
-	}
-	return v, nil
+	return pw, nil
 }

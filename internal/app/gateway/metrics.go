@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/servertls"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/limit"
@@ -21,6 +22,7 @@ type Metrics struct {
 	Tokens *tokencache.Metrics
 	Limits *limit.Metrics
 	TLS    *servertls.Metrics
+	Redis  *redisconn.Metrics
 
 	BuildInfo             *prometheus.GaugeVec   // version, revision, goversion
 	ConfigReload          *prometheus.CounterVec // result: ok, error
@@ -35,7 +37,7 @@ type Metrics struct {
 // faxgate_background_panics_total: each exists at 0 from the start, so that
 // FaxgateBackgroundLoopPanicked fires on the first panic.
 // TestBackgroundLoopsAreKnown keeps the list and the code in step.
-var backgroundLoops = []string{"config_reload", "key_watch", "proxy_auth_reload", "tls_acme_metrics", "tls_cert_watch",
+var backgroundLoops = []string{"config_reload", "key_watch", "proxy_auth_reload", "redis_topology", "tls_acme_metrics", "tls_cert_watch",
 	"token_lease", "token_renewal", "token_updates", "upstream_hold_poll", "upstream_hold_publish"}
 
 // newMetrics creates every collector and registers it on reg.
@@ -48,6 +50,7 @@ func newMetrics(reg prometheus.Registerer, version, revision string) *Metrics {
 		Tokens: tokencache.NewMetrics(reg),
 		Limits: limit.NewMetrics(reg),
 		TLS:    servertls.NewMetrics(reg),
+		Redis:  redisconn.NewMetrics(reg),
 		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "faxgate_build_info",
 			Help: "Always 1; labels carry the faxgate version, the git revision it was built from and the Go version it was built with.",

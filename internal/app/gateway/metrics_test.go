@@ -44,6 +44,7 @@ var documentedMetrics = []struct {
 	{"faxgate_ready", "GAUGE", nil},
 	{"faxgate_config_last_reload_successful", "GAUGE", nil},
 	{"faxgate_background_panics_total", "COUNTER", []string{"loop"}},
+	{"faxgate_redis_primary_changes_total", "COUNTER", nil},
 }
 
 // TestMetricsMatchTheDocs: every documented metric is registered on the

@@ -138,6 +138,9 @@ func (g *Gateway) Run(ctx context.Context, o RunOptions) error {
 	}
 	goLoop(g.Tokens.Run)
 	goLoop(g.Holds.Run)
+	if g.redisConn != nil {
+		goLoop(g.redisConn.Run)
+	}
 	if g.keyWatch != nil {
 		goLoop(g.keyWatch.Run)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/policy/limit"
 	"github.com/faxgate/faxgate/policy/route"
@@ -155,14 +156,31 @@ type ConfigStatus struct {
 	RestartSettings []string  `json:"restart_settings,omitempty"`
 }
 
-// RedisStatus is the Redis connection's users and their state: up,
-// fallback (this replica decides alone) or unknown (no decision yet).
+// RedisStatus is the Redis connection: its topology as this replica last
+// saw it, and its users' state: up, fallback (this replica decides alone)
+// or unknown (no decision yet).
 type RedisStatus struct {
 	Configured bool     `json:"configured"`
 	Addrs      []string `json:"addrs,omitempty"`
-	RateLimit  string   `json:"rate_limit,omitempty"`
-	Budget     string   `json:"budget,omitempty"`
-	TokenStore string   `json:"token_store,omitempty"`
+	// Mode is the topology in use: single, cluster or sentinel.
+	Mode       string `json:"mode,omitempty"`
+	MasterName string `json:"master_name,omitempty"`
+	// Primary is the primary the sentinels name (sentinel); Primaries the
+	// nodes that hold a cluster's slots. Both are what the last look of
+	// the topology (every 5 s) found.
+	Primary   string   `json:"primary,omitempty"`
+	Primaries []string `json:"primaries,omitempty"`
+	// PrimarySince is when this replica first saw the primaries as they
+	// are; PrimaryChanges counts the changes it saw since it started.
+	PrimarySince   *time.Time `json:"primary_since,omitempty"`
+	PrimaryChanges int64      `json:"primary_changes"`
+	// TopologyChecked is the last successful look; TopologyError why the
+	// last look failed ("" when it worked).
+	TopologyChecked *time.Time `json:"topology_checked,omitempty"`
+	TopologyError   string     `json:"topology_error,omitempty"`
+	RateLimit       string     `json:"rate_limit,omitempty"`
+	Budget          string     `json:"budget,omitempty"`
+	TokenStore      string     `json:"token_store,omitempty"`
 }
 
 // TLSStatus is the proxy listener's TLS.
@@ -283,7 +301,7 @@ func (g *Gateway) status(ctx context.Context) *Status {
 
 	// Redis and TLS.
 	if g.cfg.UsesRedis() {
-		st.Redis = RedisStatus{Configured: true, Addrs: g.cfg.Redis.Addrs}
+		st.Redis = redisStatus(g.redisConn.Topology())
 		if s, ok := rules.Limiter.(limit.Shared); ok {
 			st.Redis.RateLimit = s.SharedState()
 		}
@@ -310,6 +328,29 @@ func (g *Gateway) status(ctx context.Context) *Status {
 	}
 	st.Problems = problemsOf(st)
 	return st
+}
+
+// redisStatus is the topology part of RedisStatus.
+func redisStatus(top redisconn.Topology) RedisStatus {
+	r := RedisStatus{Configured: true, Addrs: top.Addrs, Mode: top.Mode, MasterName: top.MasterName,
+		PrimaryChanges: top.Changes, TopologyError: top.Error}
+	switch top.Mode {
+	case config.RedisModeSentinel:
+		if len(top.Primaries) == 1 {
+			r.Primary = top.Primaries[0]
+		}
+	case config.RedisModeCluster:
+		r.Primaries = top.Primaries
+	}
+	if !top.Since.IsZero() {
+		since := top.Since.UTC()
+		r.PrimarySince = &since
+	}
+	if !top.Checked.IsZero() {
+		checked := top.Checked.UTC()
+		r.TopologyChecked = &checked
+	}
+	return r
 }
 
 // problemsOf lists what needs attention, worst first (docs/status-page.md).
@@ -339,6 +380,9 @@ func problemsOf(st *Status) []string {
 	}
 	if st.Config.RestartRequired {
 		p = append(p, "restart required: changed settings not applied ("+joinComma(st.Config.RestartSettings)+")")
+	}
+	if st.Redis.TopologyError != "" {
+		p = append(p, "Redis topology unknown: "+st.Redis.TopologyError)
 	}
 	for _, u := range []struct{ what, state string }{{"rate limits", st.Redis.RateLimit},
 		{"upstream budget", st.Redis.Budget}, {"token store", st.Redis.TokenStore}} {

@@ -237,6 +237,9 @@ func layout(st *Status) *page {
 
 	r := st.Redis
 	redis := table{Rows: [][]cell{kv("Configured", text(pick(r.Configured, "yes: "+list(r.Addrs), "no")))}}
+	if r.Configured {
+		redis.Rows = append(redis.Rows, redisTopology(r, now)...)
+	}
 	for _, u := range []struct{ k, v string }{{"Rate limits", r.RateLimit}, {"Upstream budget", r.Budget}, {"Token store", r.TokenStore}} {
 		if u.v != "" {
 			redis.Rows = append(redis.Rows, kv(u.k, marked(u.v, ifBad(u.v == limit.SharedFallback))))
@@ -320,4 +323,29 @@ func wantsJSON(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// redisTopology is the rows that say which topology is in use and which
+// node is primary.
+func redisTopology(r RedisStatus, now time.Time) [][]cell {
+	mode := r.Mode
+	if r.MasterName != "" {
+		mode += " (master " + r.MasterName + ")"
+	}
+	rows := [][]cell{kv("Topology", text(mode))}
+	switch {
+	case r.Mode == "sentinel":
+		rows = append(rows, kv("Primary", marked(orDash(r.Primary), ifBad(r.Primary == ""))))
+	case r.Mode == "cluster":
+		rows = append(rows, kv("Primaries", marked(pick(len(r.Primaries) == 0, "-", list(r.Primaries)), ifBad(len(r.Primaries) == 0))))
+	default:
+		return rows
+	}
+	changes := count(uint64(r.PrimaryChanges)) + ", primary since " + whenPtr(r.PrimarySince, now)
+	rows = append(rows, kv("Primary changes", marked(changes, pick(r.PrimaryChanges > 0, "warn", ""))))
+	checked := whenPtr(r.TopologyChecked, now)
+	if r.TopologyError != "" {
+		checked += "; last look failed: " + r.TopologyError
+	}
+	return append(rows, kv("Last look", marked(checked, ifBad(r.TopologyError != ""))))
 }

@@ -18,15 +18,6 @@ import (
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
-func mustNew(t testing.TB, c config.Redis, password string) redis.UniversalClient {
-	t.Helper()
-	rc, err := redisconn.New(c, password)
-	if err != nil {
-		t.Fatalf("redisconn.New(%+v) = %v", c, err)
-	}
-	return rc
-}
-
 // TestTLS: against a TLS-only redis-server, the client of redis.tls with
 // redis.ca_file naming the server's CA connects and round-trips; with
 // another CA, or with only the system roots, the handshake fails the
@@ -193,7 +184,7 @@ func TestTLSCAFileErrors(t *testing.T) {
 		"not PEM": notPEM,
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := redisconn.New(config.Redis{Addrs: []string{"127.0.0.1:1"}, TLS: true, CAFile: file}, "")
+			c, err := redisconn.New(config.Redis{Addrs: []string{"127.0.0.1:1"}, TLS: true, CAFile: file}, redisconn.Passwords{}, redisconn.Options{})
 			if err == nil || c != nil || !strings.HasPrefix(err.Error(), "redis.ca_file: ") {
 				t.Errorf("New = %v, %v; want nil and an error at redis.ca_file", c, err)
 			}

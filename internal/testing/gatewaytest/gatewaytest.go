@@ -76,6 +76,12 @@ type Options struct {
 	// fallback.
 	RateLimitTimeout time.Duration
 
+	// Redis, when set, is the Redis topology this gateway shares everything
+	// through: the token (token.store: redis), the rate limits, budget
+	// windows and holds (rate_limit.backend: redis). It replaces RedisAddr
+	// and RateLimitRedisAddr.
+	Redis *Redis
+
 	// RedisPassword, when set, is the password of the Redis at RedisAddr
 	// or RateLimitRedisAddr (redis.password_env names a variable holding it).
 	RedisPassword string
@@ -181,6 +187,9 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Cleanup(up.Close)
 	}
 
+	if o.Redis != nil && (o.RedisAddr != "" || o.RateLimitRedisAddr != "" || o.RedisPassword != "") {
+		t.Fatal("gatewaytest: Redis replaces RedisAddr, RateLimitRedisAddr and RedisPassword")
+	}
 	if o.RedisAddr != "" && o.RateLimitRedisAddr != "" && o.RedisAddr != o.RateLimitRedisAddr {
 		t.Fatalf("gatewaytest: RedisAddr %s and RateLimitRedisAddr %s differ; a gateway has one Redis", o.RedisAddr, o.RateLimitRedisAddr)
 	}
@@ -208,6 +217,12 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 		if k == "FG_TEST_REDIS_PASSWORD" && o.RedisPassword != "" {
 			return o.RedisPassword, true
+		}
+		if r := o.Redis; r != nil && k == "FG_TEST_REDIS_PASSWORD" && r.Password != "" {
+			return r.Password, true
+		}
+		if r := o.Redis; r != nil && k == "FG_TEST_REDIS_SENTINEL_PASSWORD" && r.SentinelPassword != "" {
+			return r.SentinelPassword, true
 		}
 		v, ok := o.Env[k]
 		return v, ok
@@ -308,7 +323,9 @@ func buildYAML(o Options, upstream, config string) string {
 		}
 		yaml = inSection(yaml, "server", tlsYAML)
 	}
-	if o.RedisAddr != "" {
+	if o.Redis != nil {
+		yaml = o.Redis.yaml(o, yaml)
+	} else if o.RedisAddr != "" {
 		yaml += fmt.Sprintf("token:\n  store: redis\n  refresh_before: %s\nredis:\n  addrs: [%q]\n",
 			refreshBefore(o), o.RedisAddr)
 	} else if o.RateLimitRedisAddr != "" {

@@ -2,6 +2,12 @@
 // loopback port, without persistence, killed at the end of the test that
 // started it. Tests can kill and restart a server to simulate an outage.
 //
+// Besides one node it starts the topologies production runs, to fail them
+// over for real: a primary with replicas and three sentinels
+// (StartSentinels), a cluster whose primaries each have a replica
+// (StartClusterReplicas), and a TCP forwarder that repoints new connections
+// as a DNS name or a Kubernetes Service does (Forward).
+//
 // It imports only the standard library and go-redis, so any package's tests
 // (tokencache's included) can use it without an import cycle.
 package redistest
@@ -24,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/syncbuf"
 )
 
@@ -46,6 +53,9 @@ type Server struct {
 	args []string // extra command-line arguments after the config file
 	out  *syncbuf.Buffer
 	tls  *tls.Config // set for a server started by StartTLS
+	// password is the server's requirepass (Client authenticates with it);
+	// "" for none.
+	password string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -66,57 +76,6 @@ func Start(t testing.TB, args ...string) *Server {
 	}, args, nil)
 }
 
-// StartSentinel starts a master and one sentinel monitoring it with quorum 1,
-// for tests of the sentinel configuration (redis.master_name). Both stop when
-// the test ends.
-func StartSentinel(t testing.TB) (master *Server, sentinelAddr string, masterName string) {
-	t.Helper()
-	return startSentinel(t, nil)
-}
-
-// StartSentinelTLS is StartSentinel with the master and the sentinel
-// speaking TLS only, with the certificate of f; the sentinel reaches the
-// master over TLS too (tls-replication).
-func StartSentinelTLS(t testing.TB, f TLSFiles) (master *Server, sentinelAddr string, masterName string) {
-	t.Helper()
-	return startSentinel(t, &f)
-}
-
-func startSentinel(t testing.TB, f *TLSFiles) (master *Server, sentinelAddr string, masterName string) {
-	t.Helper()
-	if f == nil {
-		master = Start(t)
-	} else {
-		master = StartTLS(t, *f)
-	}
-	masterName = "faxgate-test"
-	bin := master.bin
-	sentinel := start(t, bin, "sentinel", func(port int, dir string) string {
-		listen := fmt.Sprintf("port %d\n", port)
-		if f != nil {
-			listen = fmt.Sprintf("port 0\ntls-port %d\ntls-cert-file %q\ntls-key-file %q\ntls-ca-cert-file %q\n"+
-				"tls-auth-clients no\ntls-replication yes\n", port, f.CertFile, f.KeyFile, f.CAFile)
-		}
-		return listen + fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %q\n"+
-			"sentinel monitor %s 127.0.0.1 %d 1\n"+
-			"sentinel down-after-milliseconds %s 5000\n",
-			dir, masterName, master.Port, masterName)
-	}, []string{"--sentinel"}, master.tls)
-
-	// The sentinel knows the master from its config at once; wait until it
-	// answers for it, so the test starts from a working setup.
-	c := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, TLSConfig: master.tls})
-	defer c.Close()
-	want := []string{"127.0.0.1", strconv.Itoa(master.Port)}
-	waitFor(t, readyTimeout, "sentinel to report its master", func() bool {
-		ctx, cancel := ctxTimeout(time.Second)
-		defer cancel()
-		got, err := c.GetMasterAddrByName(ctx, masterName).Result()
-		return err == nil && len(got) == 2 && got[0] == want[0] && got[1] == want[1]
-	})
-	return master, sentinel.Addr, masterName
-}
-
 // Kill sends SIGKILL and waits for the process to exit, as a crash would.
 // The data is gone: the server runs without persistence.
 func (s *Server) Kill() {
@@ -131,6 +90,22 @@ func (s *Server) Kill() {
 	case <-done:
 	case <-time.After(stopTimeout):
 		// Process.Wait cannot outlive SIGKILL for long; this only guards the test.
+	}
+}
+
+// running reports whether the process is up (started and not killed).
+func (s *Server) running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -152,16 +127,20 @@ func (s *Server) Signal(sig os.Signal) error {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	var fatal error
+	err := eventually.Wait(readyTimeout, func() error {
 		err := s.launch()
-		if err == nil {
-			return
+		if err != nil && !errors.Is(err, errBind) {
+			fatal = err // not a port still in use: trying again cannot help
+			return nil
 		}
-		if !errors.Is(err, errBind) || time.Now().After(deadline) {
-			t.Fatalf("redistest: restarting redis-server on %s: %v\n%s", s.Addr, err, s.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err == nil {
+		err = fatal
+	}
+	if err != nil {
+		t.Fatalf("redistest: restarting redis-server on %s: %v\n%s", s.Addr, err, s.out.String())
 	}
 }
 
@@ -171,6 +150,7 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr:                  s.Addr,
+		Password:              s.password,
 		TLSConfig:             s.tls,
 		DialTimeout:           time.Second,
 		ReadTimeout:           time.Second,
@@ -263,26 +243,29 @@ func (s *Server) launch() error {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	var exited error
+	err := eventually.Wait(readyTimeout, func() error {
 		select {
 		case <-done:
-			out := s.out.String()[mark:]
-			if strings.Contains(out, "Address already in use") {
-				return errBind
+			exited = fmt.Errorf("redis-server exited at start: %s", cmd.ProcessState)
+			if strings.Contains(s.out.String()[mark:], "Address already in use") {
+				exited = errBind
 			}
-			return fmt.Errorf("redis-server exited at start: %s", cmd.ProcessState)
+			return nil
 		default:
 		}
 		if s.tls == nil && ping(s.Addr) || s.tls != nil && pingTLS(s.Addr, s.tls) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("redis-server on %s did not answer PING within %s", s.Addr, readyTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return fmt.Errorf("redis-server on %s did not answer PING within %s", s.Addr, readyTimeout)
+	})
+	if exited != nil {
+		return exited
 	}
+	if err != nil {
+		s.Kill()
+	}
+	return err
 }
 
 // ping speaks just enough RESP to know the server is serving; it avoids
@@ -320,15 +303,4 @@ func FreePort() (int, error) {
 
 func ctxTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
-}
-
-func waitFor(t testing.TB, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -81,8 +81,8 @@ app.kubernetes.io/component: test
 
 {{/*
 faxgate.yaml: .Values.config with the keys the chart owns set from the
-chart's values (the container ports, the mounted API key, the Redis password's
-environment variable, the TLS files).
+chart's values (the container ports, the mounted API key, the Redis and
+sentinel passwords' environment variables, the TLS files).
 */}}
 {{- define "faxgate.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
@@ -116,6 +116,11 @@ the metrics Service's, which helm test and in-cluster clients use. */}}
 {{- if .Values.redisPassword.existingSecret }}
 {{- $redis := get $cfg "redis" | default dict }}
 {{- $_ := set $redis "password_env" "FAXGATE_REDIS_PASSWORD" }}
+{{- $_ := set $cfg "redis" $redis }}
+{{- end }}
+{{- if .Values.redisSentinelPassword.existingSecret }}
+{{- $redis := get $cfg "redis" | default dict }}
+{{- $_ := set $redis "sentinel_password_env" "FAXGATE_REDIS_SENTINEL_PASSWORD" }}
 {{- $_ := set $cfg "redis" $redis }}
 {{- end }}
 {{- toYaml $cfg }}
