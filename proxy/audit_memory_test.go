@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -89,8 +92,22 @@ func TestStalledRefusedUploadsHoldBoundedMemory(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	// Whatever the gateway reads, it has read by now: the peers stall.
-	time.Sleep(500 * time.Millisecond)
+	// The peers stall. Wait until the gateway has read whatever it will
+	// read: every request has reached the handler (refused and audited, or
+	// still reading its body), and no byte a peer sent waits in the kernel
+	// on either side of a connection.
+	port := g.Addr[strings.LastIndexByte(g.Addr, ':')+1:]
+	eventually.EventuallyErr(t, 10*time.Second, "the gateway to have read what the peers sent", func() error {
+		// The queues first: decoding the log is the costlier look, and its
+		// garbage would count in the heap measured below.
+		if q := queuedToward(t, port); q != 0 {
+			return fmt.Errorf("%d bytes still queued toward the gateway", q)
+		}
+		if n, inflight := len(g.LogLines("audit")), int(testutil.ToFloat64(g.Metrics.Proxy.Inflight)); n+inflight != conns {
+			return fmt.Errorf("%d audited and %d in the handler, want %d in all", n, inflight, conns)
+		}
+		return nil
+	})
 	rss1, heap1 := residentBytes(t), heapInUse()
 	t.Logf("%d stalled refused uploads of %d KiB: resident memory %+d KiB, heap in use %+d KiB (cap %d KiB)",
 		conns, sent>>10, (rss1-rss0)>>10, (heap1-heap0)>>10, cap>>10)
@@ -112,12 +129,7 @@ func TestStalledRefusedUploadsHoldBoundedMemory(t *testing.T) {
 	for _, c := range open {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var audits []map[string]any
-	for len(audits) < conns && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		audits = g.LogLines("audit")
-	}
+	audits := waitLines(t, g, conns, conns)
 	if len(audits) != conns {
 		t.Fatalf("%d audit lines, want %d", len(audits), conns)
 	}
@@ -128,6 +140,80 @@ func TestStalledRefusedUploadsHoldBoundedMemory(t *testing.T) {
 	}
 	if held := g.Handler.BodyMemoryHeld(); held != 0 {
 		t.Errorf("%d bytes of body memory still counted after every request ended, want 0", held)
+	}
+}
+
+// queuedToward sums the bytes the kernel holds on their way to the
+// loopback listener on port, as /proc/net/tcp shows them: sent by a peer and
+// not yet delivered (the peer's tx_queue) or delivered and not yet read by
+// the server (its rx_queue). A listening socket's queue is its backlog, not
+// bytes, and is left out. The table lists every socket of the machine's
+// network namespace (thousands on a busy one), so it is read line by line
+// without allocating per line: the garbage would count in the heap the test
+// measures.
+func queuedToward(t *testing.T, port string) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp on %s: the socket queues are read on Linux", runtime.GOOS)
+	}
+	defer f.Close()
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatalf("port %q: %v", port, err)
+	}
+	hexPort := []byte(fmt.Sprintf(":%04X", p))
+	var sum int64
+	sc := bufio.NewScanner(f)
+	sc.Scan() // the header
+	for sc.Scan() {
+		ln := sc.Bytes()
+		local, remote, state, queues := procField(ln, 1), procField(ln, 2), procField(ln, 3), procField(ln, 4)
+		if queues == nil || bytes.Equal(state, []byte("0A")) { // 0A: listening
+			continue
+		}
+		tx, rx, _ := bytes.Cut(queues, []byte(":"))
+		var q []byte
+		switch {
+		case bytes.HasSuffix(local, hexPort): // the gateway's end
+			q = rx
+		case bytes.HasSuffix(remote, hexPort): // a peer's end
+			q = tx
+		default:
+			continue
+		}
+		var n int64
+		for _, c := range q {
+			d := strings.IndexByte("0123456789ABCDEF", c)
+			if d < 0 {
+				t.Fatalf("/proc/net/tcp line %q: queue %q", ln, q)
+			}
+			n = n<<4 | int64(d)
+		}
+		sum += n
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// procField is the i-th blank-separated field of a /proc table line, or
+// nil.
+func procField(ln []byte, i int) []byte {
+	for {
+		ln = bytes.TrimLeft(ln, " ")
+		if len(ln) == 0 {
+			return nil
+		}
+		end := bytes.IndexByte(ln, ' ')
+		if end < 0 {
+			end = len(ln)
+		}
+		if i == 0 {
+			return ln[:end]
+		}
+		ln, i = ln[end:], i-1
 	}
 }
 
@@ -187,16 +273,12 @@ policy:
 		if chunkedBody {
 			raw = head + "Transfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n"
 		}
-		before := len(g.LogLines("audit"))
+		before, access := len(g.LogLines("audit")), len(g.LogLines("request"))
 		out := g.Raw(t, raw, 5*time.Second)
 		if !strings.HasPrefix(out, "HTTP/1.1 200 ") {
 			t.Fatalf("chunked=%v: want the delete forwarded, got %q", chunkedBody, out)
 		}
-		var audits []map[string]any
-		for deadline := time.Now().Add(3 * time.Second); len(audits) <= before && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-			audits = g.LogLines("audit")
-		}
+		audits := waitLines(t, g, access+1, before+1)
 		if len(audits) != before+1 {
 			t.Fatalf("chunked=%v: %d audit lines, want %d", chunkedBody, len(audits), before+1)
 		}

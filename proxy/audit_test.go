@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
@@ -320,20 +322,22 @@ func sendAuditCase(t *testing.T, g *gatewaytest.Gateway, tc auditCase) int {
 }
 
 // waitLines waits until the log holds access access lines and at least
-// audits audit lines (or 5 s pass), then returns the audit lines.
+// audits audit lines, and no request is in flight, then returns the audit
+// lines. A request's access and audit lines are written by one call before
+// its handler returns (faxgate_inflight_requests falls after them), so once
+// none is in flight no audit line can still be coming.
 func waitLines(t *testing.T, g *gatewaytest.Gateway, access, audits int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lines := g.LogLines("audit")
-		if (len(g.LogLines("request")) >= access && len(lines) >= audits) || time.Now().After(deadline) {
-			// Both lines are written by one call, access first: once the
-			// access line is out, a missing audit line is not late.
-			time.Sleep(20 * time.Millisecond)
-			return g.LogLines("audit")
+	eventually.EventuallyErr(t, 5*time.Second, "the access and audit lines", func() error {
+		gotAccess, gotAudits := len(g.LogLines("request")), len(g.LogLines("audit"))
+		inflight := testutil.ToFloat64(g.Metrics.Proxy.Inflight)
+		if gotAccess < access || gotAudits < audits || inflight != 0 {
+			return fmt.Errorf("%d access lines (want %d), %d audit lines (want at least %d), %v requests in flight",
+				gotAccess, access, gotAudits, audits, inflight)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return g.LogLines("audit")
 }
 
 // TestAuditTokenUnavailableIsDenied: without a token the request never

@@ -12,6 +12,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -273,32 +274,35 @@ func exchangeWithin(t *testing.T, addr, raw string, d time.Duration) (closed boo
 func accessLine(t *testing.T, g *gatewaytest.Gateway, id string, off *int, wait bool) map[string]any {
 	t.Helper()
 	needle := `"request_id":"` + id + `"`
-	deadline := time.Now()
+	var limit time.Duration // one look
 	if wait {
-		deadline = deadline.Add(3 * time.Second)
+		limit = 3 * time.Second
 	}
-	for {
-		logs := g.Logs()
+	var line map[string]any
+	var logs string
+	_ = eventually.Wait(limit, func() error {
+		logs = g.Logs()
 		rest := logs[*off:]
-		if i := strings.Index(rest, needle); i >= 0 {
-			for _, ln := range strings.Split(rest, "\n") {
-				if !strings.Contains(ln, needle) {
-					continue
-				}
-				var m map[string]any
-				if err := json.Unmarshal([]byte(ln), &m); err != nil {
-					t.Fatalf("log line %q: %v", ln, err)
-				}
-				if m["msg"] == "request" {
-					*off = len(logs)
-					return m
-				}
+		if !strings.Contains(rest, needle) {
+			return errNoLine
+		}
+		for _, ln := range strings.Split(rest, "\n") {
+			if !strings.Contains(ln, needle) {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(ln), &m); err != nil {
+				t.Fatalf("log line %q: %v", ln, err)
+			}
+			if m["msg"] == "request" {
+				line = m
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			*off = len(logs)
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errNoLine
+	})
+	*off = len(logs)
+	return line
 }
+
+var errNoLine = errors.New("no access line yet")

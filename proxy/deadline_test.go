@@ -5,9 +5,10 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 type ctxKey struct{}
@@ -48,8 +49,10 @@ func TestDeadlinesCancelAtTheTimeout(t *testing.T) {
 	if context.Cause(cb) != context.Canceled {
 		t.Fatalf("ended: cause %v, want Canceled", context.Cause(cb))
 	}
+	// Time must pass here, and deadlines reads the wall clock (it takes no
+	// clock to advance): c begins 50ms later, so expires 50ms later.
 	time.Sleep(50 * time.Millisecond)
-	cc := d.begin(&c, caller) // begins 50ms later, so expires 50ms later
+	cc := d.begin(&c, caller)
 	waitDone(t, ca, 2*time.Second)
 	if took := time.Since(start); took < 150*time.Millisecond {
 		t.Fatalf("cancelled after %v, before the 150ms timeout", took)
@@ -75,25 +78,30 @@ func TestDeadlinesFollowTheCaller(t *testing.T) {
 	d := newDeadlines(time.Minute)
 	// A caller that leaves a young exchange, and one that leaves an exchange
 	// already watched.
-	for _, age := range []time.Duration{0, 5 * watchAfter} {
+	for _, old := range []bool{false, true} {
 		caller, leave := context.WithCancelCause(context.Background())
 		var c upstreamCtx
 		ctx := d.begin(&c, caller)
 		// Something derived from it, as the transport derives its own.
 		child, stop := context.WithCancel(ctx)
-		time.Sleep(age)
+		if old {
+			waitWatched(t, d, &c)
+		}
 		if ctx.Err() != nil {
 			t.Fatal("cancelled while the caller is there")
 		}
 		gone := errors.New("caller gone")
 		left := time.Now()
 		leave(gone)
-		waitDone(t, child, 2*time.Second)
-		if took := time.Since(left); took > watchAfter+500*time.Millisecond {
-			t.Errorf("age %v: noticed %v after the caller left", age, took)
+		waitDone(t, child, 5*time.Second)
+		// Once watched, at most watchAfter+watchGap late; the bound leaves a
+		// loaded machine a second, and tells it from upstream.timeout (a
+		// minute).
+		if took := time.Since(left); took > watchAfter+watchGap+time.Second {
+			t.Errorf("watched before the caller left %v: noticed %v after the caller left", old, took)
 		}
 		if context.Cause(ctx) != gone {
-			t.Errorf("age %v: cause %v, want the caller's", age, context.Cause(ctx))
+			t.Errorf("watched before the caller left %v: cause %v, want the caller's", old, context.Cause(ctx))
 		}
 		stop()
 		d.end(&c)
@@ -108,19 +116,7 @@ func TestDeadlinesEndStopsTheWatch(t *testing.T) {
 	caller, leave := context.WithCancel(context.Background())
 	var c upstreamCtx
 	ctx := d.begin(&c, caller)
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		d.mu.Lock()
-		watched := c.stopWatch != nil
-		d.mu.Unlock()
-		if watched {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the caller of an old exchange is never watched")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitWatched(t, d, &c)
 	d.end(&c)
 	if c.stopWatch != nil || c.listed {
 		t.Fatal("end left the watch or the listing")
@@ -155,7 +151,7 @@ func TestDeadlinesConcurrent(t *testing.T) {
 					errs <- errors.New("a long exchange ended without DeadlineExceeded")
 				}
 			} else {
-				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond) // models an exchange a few ms long upstream
 				if ctx.Err() != nil && time.Since(c.start) < timeout {
 					errs <- errors.New("a short exchange was cancelled early")
 				}
@@ -189,28 +185,48 @@ func TestDeadlinesCallerAlreadyGone(t *testing.T) {
 }
 
 // Exchanges that outlive watchAfter one after another are watched in
-// batches: the timer does not run once per exchange.
+// batches: the timer does not run once per exchange, but at most once per
+// watchGap.
 func TestDeadlinesWatchInBatches(t *testing.T) {
 	d := newDeadlines(time.Minute)
-	var fires atomic.Int64
-	d.onFire = func() { fires.Add(1) }
+	var mu sync.Mutex
+	var fires []time.Time
+	d.onFire = func() {
+		mu.Lock()
+		fires = append(fires, time.Now())
+		mu.Unlock()
+	}
 	cs := make([]upstreamCtx, 40)
 	for i := range cs {
 		d.begin(&cs[i], context.Background())
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // paces the exchanges: one begins each millisecond
 	}
-	time.Sleep(watchAfter + 3*watchGap)
 	for i := range cs {
-		d.mu.Lock()
-		watched := cs[i].stopWatch != nil
-		d.mu.Unlock()
-		if !watched {
-			t.Fatalf("exchange %d is not watched", i)
-		}
+		waitWatched(t, d, &cs[i])
+	}
+	for i := range cs {
 		d.end(&cs[i])
 	}
-	// 40 exchanges begun over about 40+ ms: without the gap, one run each.
-	if n := fires.Load(); n > 25 {
-		t.Fatalf("the timer ran %d times for 40 exchanges", n)
+	// Without the gap the timer runs once per exchange, a millisecond
+	// apart. With it, each run arms the next at least watchGap later (a
+	// slow machine only spaces them more); 100µs for the clock readings.
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(fires); i++ {
+		if gap := fires[i].Sub(fires[i-1]); gap < watchGap-100*time.Microsecond {
+			t.Fatalf("timer runs %d and %d were %v apart, want at least watchGap (%v); %d runs for %d exchanges",
+				i, i+1, gap, watchGap, len(fires), len(cs))
+		}
 	}
+	t.Logf("%d timer runs for %d exchanges begun over %v", len(fires), len(cs), cs[len(cs)-1].start.Sub(cs[0].start))
+}
+
+// waitWatched waits until c's caller is watched.
+func waitWatched(t *testing.T, d *deadlines, c *upstreamCtx) {
+	t.Helper()
+	eventually.Eventually(t, 5*time.Second, "the caller of an old exchange watched", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return c.stopWatch != nil
+	})
 }

@@ -126,7 +126,7 @@ func rawExchange(t *testing.T, addr string, parts ...string) string {
 			if _, err := io.WriteString(c, p); err != nil {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // models a peer whose parts arrive in reads of their own
 		}
 	}()
 	var out bytes.Buffer

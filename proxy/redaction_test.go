@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 	"github.com/faxgate/faxgate/tokencache"
@@ -375,13 +376,9 @@ func TestNoSecretWhenTheKeyIsRejectedOrTheAuthShimAnswers(t *testing.T) {
 	t.Run("key rejected", func(t *testing.T) {
 		g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers + "token:\n  retry_min: 10ms\n  retry_max: 20ms\n",
 			SimKey: "another-key", NoWait: true})
-		deadline := time.Now().Add(5 * time.Second)
-		for testutil.ToFloat64(g.Metrics.Tokens.Refresh.WithLabelValues("invalid_key")) < 3 {
-			if time.Now().After(deadline) {
-				t.Fatal("fewer than 3 invalid_key renewals counted")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.Eventually(t, 5*time.Second, "3 invalid_key renewals counted", func() bool {
+			return testutil.ToFloat64(g.Metrics.Tokens.Refresh.WithLabelValues("invalid_key")) >= 3
+		})
 		// The request path does not hold the key, so it cannot recognise it
 		// in a well-formed X-Request-Id the way it does the token: the key
 		// goes in an invalid one here, which is replaced.

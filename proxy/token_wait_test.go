@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -38,7 +39,11 @@ func TestCallerLeavingDuringTheTokenWaitIs499(t *testing.T) {
 	if _, err := c.Write([]byte(post("/v1/contacts/list", `{}`, "X-Request-Id: leaves-early"))); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the gateway now waits for its first token
+	// The request is in the handler, where nothing but the token can hold
+	// it (the upstream's auth call is stalled by slowAuth): then it leaves.
+	eventually.Eventually(t, 5*time.Second, "the request in flight", func() bool {
+		return testutil.ToFloat64(g.Metrics.Proxy.Inflight) == 1
+	})
 	c.Close()
 
 	off := 0

@@ -170,7 +170,7 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 				case <-time.After(5 * time.Second):
 				}
 			} else {
-				time.Sleep(30 * time.Millisecond) // the rest arrives in a later read
+				time.Sleep(30 * time.Millisecond) // models a slow upstream: the rest arrives in a later read
 			}
 			_, _ = w.Write(bytes.Repeat([]byte("b"), size-len(first)))
 		})

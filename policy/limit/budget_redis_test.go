@@ -2,6 +2,7 @@ package limit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/policy/limit"
 )
@@ -29,6 +32,13 @@ type budgetReplica struct {
 // replicas builds n RedisBudgets over one Redis, as n gateways would.
 func replicas(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint int) []budgetReplica {
 	t.Helper()
+	return replicasAt(t, addr, n, bud, hint, nil)
+}
+
+// replicasAt is replicas whose local clock (the fallback's windows and
+// cooldown) is now; nil is the wall clock.
+func replicasAt(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint int, now func() time.Time) []budgetReplica {
+	t.Helper()
 	var out []budgetReplica
 	for range n {
 		c := redisClient(t, addr)
@@ -36,7 +46,7 @@ func replicas(t testing.TB, addr string, n int, bud config.UpstreamBudget, hint 
 		c.AddHook(h)
 		m := limit.NewMetrics(prometheus.NewRegistry())
 		out = append(out, budgetReplica{met: m, cmds: h, b: limit.NewRedisBudget(limit.RedisBudgetOptions{
-			Client: c, KeyPrefix: "faxgate:", Budget: bud, ReplicasHint: hint, Metrics: m,
+			Client: c, KeyPrefix: "faxgate:", Budget: bud, ReplicasHint: hint, Metrics: m, Now: now,
 			Timeout: 2 * time.Second, Routes: []string{"contacts.list", "faxes.send"},
 		})})
 	}
@@ -106,7 +116,10 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 	ctx := context.Background()
 	admitted := 0
 	var last limit.BudgetDecision
+	begun := time.Now() // before the first admission, on any clock
+	var asked time.Time
 	for range 8 {
+		asked = time.Now()
 		if last = rep.b.Admit(ctx, "batch", "faxes.send", nil); last.Allowed {
 			admitted++
 		}
@@ -118,10 +131,42 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 	if !rep.b.Admit(ctx, "batch", "unmatched", nil).Allowed {
 		t.Error("unmatched refused by a route limit")
 	}
-	time.Sleep(last.RetryAfter + 50*time.Millisecond)
-	if d := rep.b.Admit(ctx, "batch", "faxes.send", nil); !d.Allowed {
-		t.Errorf("refused after waiting its Retry-After: %+v", d)
+	// Wait for batch's first request to leave the window, as the window's
+	// read-only view shows it (Status trims on Redis's clock and counts
+	// nothing), then ask once.
+	eventually.Eventually(t, 10*time.Second, "batch's first request to leave the window", func() bool {
+		return batchMayPass(t, rep.b.Status(ctx), "faxes.send")
+	})
+	// It left per after it was admitted, not at a boundary, and no sooner
+	// than the Retry-After said. (Lower bounds only: a slow machine sees
+	// the event late, never early; 10 ms for Redis's clock and ours.)
+	const clocks = 10 * time.Millisecond
+	if waited := time.Since(begun); waited < 2*time.Second-clocks {
+		t.Errorf("the first request left the window %v after it was admitted, want the window's 2s", waited)
 	}
+	if waited := time.Since(asked); waited < last.RetryAfter-clocks {
+		t.Errorf("the window had room %v after a Retry-After of %v", waited, last.RetryAfter)
+	}
+	if d := rep.b.Admit(ctx, "batch", "faxes.send", nil); !d.Allowed {
+		t.Errorf("refused once the window had room: %+v", d)
+	}
+}
+
+// batchMayPass reports whether st, read from Redis, shows room for batch in
+// route's window (a window without entries is not listed).
+func batchMayPass(t *testing.T, st limit.BudgetStatus, route string) bool {
+	t.Helper()
+	if st.Backend != "redis" {
+		t.Fatalf("status from %q, want redis", st.Backend)
+	}
+	for _, l := range st.Limits {
+		for _, w := range l.Windows {
+			if w.Route == route {
+				return w.Callers["batch"].Remaining > 0
+			}
+		}
+	}
+	return true
 }
 
 // TestRedisBudgetFallsBackAndRecovers: with Redis down each replica decides
@@ -130,7 +175,10 @@ func TestRedisBudgetSlidesAndCaps(t *testing.T) {
 func TestRedisBudgetFallsBackAndRecovers(t *testing.T) {
 	r := redistest.Start(t)
 	bud := budgetOf([]config.BudgetLimit{{Name: "tenant", Scope: "tenant", Requests: 30, Per: time.Minute}}, nil)
-	reps := replicas(t, r.Addr, 3, bud, 3)
+	// The replicas' own clock runs the fallback's cooldown; it stands
+	// still until the test moves it.
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reps := replicasAt(t, r.Addr, 3, bud, 3, clk.Now)
 	ctx := context.Background()
 	r.Kill()
 	admitted := 0
@@ -155,59 +203,72 @@ func TestRedisBudgetFallsBackAndRecovers(t *testing.T) {
 		t.Errorf("status during the outage says %q", st.Backend)
 	}
 	r.Restart(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		before := testutil.ToFloat64(reps[0].met.BudgetFallback)
-		reps[0].b.Admit(ctx, "intake", "contacts.list", nil)
-		if testutil.ToFloat64(reps[0].met.BudgetFallback) == before {
-			break // decided by Redis
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never returned to Redis")
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Redis answers again (Status asks it directly and counts nothing);
+	// within the cooldown the replica still decides alone ...
+	eventually.Eventually(t, 10*time.Second, "Redis answering again", func() bool { return reps[0].b.Status(ctx).Backend == "redis" })
+	before := testutil.ToFloat64(reps[0].met.BudgetFallback)
+	reps[0].b.Admit(ctx, "intake", "contacts.list", nil)
+	if got := testutil.ToFloat64(reps[0].met.BudgetFallback); got != before+1 {
+		t.Errorf("a decision within the cooldown: fallbacks %v, want %v (decided alone)", got, before+1)
+	}
+	// ... and once the cooldown is over, its next decision is Redis's.
+	clk.Advance(time.Minute)
+	before = testutil.ToFloat64(reps[0].met.BudgetFallback)
+	reps[0].b.Admit(ctx, "intake", "contacts.list", nil)
+	if got := testutil.ToFloat64(reps[0].met.BudgetFallback); got != before {
+		t.Fatalf("the first decision after the cooldown fell back (fallbacks %v, want %v): never returned to Redis", got, before)
 	}
 	if st := reps[0].b.Status(ctx); st.Backend != "redis" || st.Limits[0].Windows[0].Used < 1 {
 		t.Errorf("after recovery: %+v", st)
 	}
 }
 
-// TestRedisHoldsReachTheFleet: a hold set on one replica holds the others
-// within a second, through pub/sub, and a replica started later learns it
-// from the shared table; with Redis down a replica still holds on its own.
+// TestRedisHoldsReachTheFleet: a hold set on one replica reaches the
+// others through pub/sub, and a replica started later learns it from the
+// shared table; with Redis down a replica still holds on its own. The
+// periodic poll is put off for an hour, so only pub/sub and the table read
+// at start can carry the hold here.
 func TestRedisHoldsReachTheFleet(t *testing.T) {
 	r := redistest.Start(t)
+	rc := r.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	newHolds := func() *limit.Holds {
+		h := limit.NewHolds(limit.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:", PollEvery: time.Hour})
+		go h.Run(ctx)
+		return h
+	}
 	var hs []*limit.Holds
 	for range 3 {
-		h := limit.NewHolds(limit.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
-		hs = append(hs, h)
-		go h.Run(ctx)
+		hs = append(hs, newHolds())
 	}
-	time.Sleep(200 * time.Millisecond) // subscriptions in place; the poll covers a late one anyway
-	start := time.Now()
-	hs[0].Hold("contacts.list", 5*time.Second)
-	for _, h := range hs[1:] {
-		for {
-			if left, ok := h.Held("contacts.list"); ok {
-				if left > 5*time.Second || left < 3*time.Second {
-					t.Errorf("held for %v, want about 5s", left)
-				}
-				break
-			}
-			if time.Since(start) > time.Second {
-				t.Fatal("a replica was not holding within 1s")
-			}
-			time.Sleep(5 * time.Millisecond)
+	eventually.EventuallyErr(t, 5*time.Second, "the replicas subscribed", func() error {
+		n, err := rc.PubSubNumSub(ctx, "faxgate:holds").Result()
+		if err == nil && n["faxgate:holds"] != 3 {
+			err = fmt.Errorf("%d subscribers", n["faxgate:holds"])
+		}
+		return err
+	})
+	const hold = time.Minute
+	hs[0].Hold("contacts.list", hold)
+	for i, h := range hs[1:] {
+		var left time.Duration
+		eventually.Eventually(t, 5*time.Second, fmt.Sprintf("replica %d holding", i+1), func() bool {
+			var ok bool
+			left, ok = h.Held("contacts.list")
+			return ok
+		})
+		// The hold travels as time left: about the whole minute (10 s
+		// for a slow delivery).
+		if left > hold || left < hold-10*time.Second {
+			t.Errorf("replica %d holds for %v, want about %v", i+1, left, hold)
 		}
 	}
 	if _, ok := hs[1].Held("faxes.send"); ok {
 		t.Error("another route is held")
 	}
-	late := limit.NewHolds(limit.HoldOptions{Client: redisClient(t, r.Addr), KeyPrefix: "faxgate:"})
-	go late.Run(ctx)
-	waitUntil(t, 2*time.Second, "a late replica to learn the hold", func() bool { _, ok := late.Held("contacts.list"); return ok })
+	late := newHolds()
+	eventually.Eventually(t, 5*time.Second, "a late replica to learn the hold", func() bool { _, ok := late.Held("contacts.list"); return ok })
 	var seen []string
 	late.Each(func(route string, left float64) {
 		if left > 0 {
@@ -222,17 +283,6 @@ func TestRedisHoldsReachTheFleet(t *testing.T) {
 	hs[2].Hold("faxes.send", 2*time.Second)
 	if _, ok := hs[2].Held("faxes.send"); !ok {
 		t.Error("with Redis down the replica that saw the 429 does not hold")
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

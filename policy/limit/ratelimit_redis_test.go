@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/faxgate/faxgate/internal/base/redisconn"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/internal/testing/clocktest"
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 	"github.com/faxgate/faxgate/policy/limit"
 )
@@ -137,12 +139,21 @@ func TestRedisBurstThenOnePerInterval(t *testing.T) {
 		t.Errorf("reset when denied %v, want %v less at most %v", denied.Reset, want, elapsed)
 	}
 	// A refusal costs nothing: asking again does not push the wait out.
+	asked := time.Now()
 	again := e.lim.Allow(ctx, "a")
 	if again.Allowed || again.RetryAfter > denied.RetryAfter {
 		t.Errorf("asking again: %+v, want denied with retry after <= %v", again, denied.RetryAfter)
 	}
 
-	time.Sleep(again.RetryAfter + 2*time.Millisecond)
+	// Wait until the bucket, read without deciding, has room again: no
+	// sooner than the Retry-After said (a lower bound, which a slow machine
+	// cannot break; 1 ms for Redis's clock and ours).
+	eventually.Eventually(t, 5*time.Second, "the bucket to have room", func() bool {
+		return bucketHasRoom(t, e.client, "faxgate:rl:a", 4*interval)
+	})
+	if waited := time.Since(asked); waited < again.RetryAfter-time.Millisecond {
+		t.Errorf("the bucket had room %v after a Retry-After of %v", waited, again.RetryAfter)
+	}
 	if res := e.lim.Allow(ctx, "a"); !res.Allowed || res.Remaining != 0 {
 		t.Errorf("after retry after: %+v, want allowed with remaining 0", res)
 	}
@@ -157,6 +168,34 @@ func TestRedisBurstThenOnePerInterval(t *testing.T) {
 	}
 }
 
+// bucketScript reads a caller's bucket without deciding (it writes
+// nothing): Redis's time and the TAT, both in microseconds; the TAT is nil
+// when the key is gone (the bucket is full).
+var bucketScript = redis.NewScript(`
+local t = redis.call('TIME')
+return {tonumber(t[1]) * 1000000 + tonumber(t[2]), redis.call('GET', KEYS[1])}
+`)
+
+// bucketHasRoom reports whether the bucket at key would admit a request
+// now, by the limiter's rule (TAT - tolerance <= now), on Redis's clock.
+func bucketHasRoom(t testing.TB, c redis.UniversalClient, key string, tolerance time.Duration) bool {
+	t.Helper()
+	v, err := bucketScript.Run(context.Background(), c, []string{key}).Slice()
+	if err != nil {
+		t.Fatalf("reading the bucket: %v", err)
+	}
+	now, _ := v[0].(int64)
+	if len(v) < 2 || v[1] == nil {
+		return true
+	}
+	s, _ := v[1].(string)
+	tat, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("the bucket's TAT %q: %v", s, err)
+	}
+	return tat-float64(tolerance.Microseconds()) <= float64(now)
+}
+
 // TestRedisNoBoundaryBurst hammers a caller across whole-second boundaries,
 // where a fixed-window limiter lets its limit through twice in a moment: in
 // no stretch of time may more pass than burst + rps x its length (+1 for
@@ -166,9 +205,8 @@ func TestRedisNoBoundaryBurst(t *testing.T) {
 	const rps, burst = 20.0, 5
 	e := newLimiter(t, r.Addr, limit.RedisRateOptions{Callers: callers(caller("a", rps, burst))})
 
-	// Start 200ms before a second boundary and run across two more.
-	now := time.Now()
-	time.Sleep(now.Truncate(time.Second).Add(800*time.Millisecond).Sub(now) % time.Second)
+	// 2.2 s of asking spans at least two whole-second boundaries, wherever
+	// it starts.
 	stop := time.Now().Add(2200 * time.Millisecond)
 
 	var mu sync.Mutex
@@ -179,7 +217,7 @@ func TestRedisNoBoundaryBurst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(stop) {
+			for time.Now().Before(stop) { // paces load: each goroutine asks for 2.2 s
 				t0 := time.Now()
 				res := e.lim.Allow(context.Background(), "a")
 				t1 := time.Now()
@@ -218,23 +256,29 @@ func TestRedisNoBoundaryBurst(t *testing.T) {
 }
 
 // TestRedisKeysExpire: a caller's key lives until its bucket is full again,
-// under the configured prefix, so idle callers cost Redis nothing.
+// under the configured prefix, so idle callers cost Redis nothing. The
+// interval is long enough (500 ms) that a loaded machine does not let a key
+// expire between two calls of the test; every bound that the test's own
+// pace could shift is read against the time it took.
 func TestRedisKeysExpire(t *testing.T) {
 	r := redistest.Start(t)
-	e := newLimiter(t, r.Addr, limit.RedisRateOptions{KeyPrefix: "fg-test:", Callers: callers(caller("a", 10, 5))})
+	const interval = 500 * time.Millisecond // rps 2
+	e := newLimiter(t, r.Addr, limit.RedisRateOptions{KeyPrefix: "fg-test:", Callers: callers(caller("a", 2, 5))})
 	ctx := context.Background()
 	rc := r.Client(t)
 
+	start := time.Now()
 	e.lim.Allow(ctx, "a")
 	ttl, err := rc.PTTL(ctx, "fg-test:rl:a").Result()
-	if err != nil || ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Fatalf("PTTL after one request = %v, %v; want in (0, 100ms]", ttl, err)
+	if err != nil || ttl <= 0 || ttl > interval {
+		t.Fatalf("PTTL after one request = %v, %v; want in (0, %v]", ttl, err, interval)
 	}
 	for range 3 {
 		e.lim.Allow(ctx, "a")
 	}
-	if ttl, err = rc.PTTL(ctx, "fg-test:rl:a").Result(); err != nil || ttl <= 200*time.Millisecond || ttl > 400*time.Millisecond {
-		t.Fatalf("PTTL after four requests = %v, %v; want about 400ms", ttl, err)
+	ttl, err = rc.PTTL(ctx, "fg-test:rl:a").Result()
+	if elapsed := time.Since(start); err != nil || ttl < 4*interval-elapsed-2*time.Millisecond || ttl > 4*interval {
+		t.Fatalf("PTTL after four requests = %v, %v; want %v less at most the %v gone by", ttl, err, 4*interval, elapsed)
 	}
 	// The value is the theoretical arrival time, in microseconds of Redis time.
 	tat, err := rc.Get(ctx, "fg-test:rl:a").Float64()
@@ -245,19 +289,19 @@ func TestRedisKeysExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Duration(tat-float64(srv.UnixMicro())) * time.Microsecond; d <= 0 || d > 400*time.Millisecond {
-		t.Errorf("TAT is %v after Redis TIME, want in (0, 400ms]", d)
+	if d := time.Duration(tat-float64(srv.UnixMicro())) * time.Microsecond; d <= 0 || d > 4*interval {
+		t.Errorf("TAT is %v after Redis TIME, want in (0, %v]", d, 4*interval)
 	}
 	if keys, _ := rc.Keys(ctx, "*").Result(); !slices.Equal(keys, []string{"fg-test:rl:a"}) {
 		t.Errorf("keys = %v, want only fg-test:rl:a", keys)
 	}
 
-	deadline := time.Now().Add(2 * time.Second)
-	for rc.Exists(ctx, "fg-test:rl:a").Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the key outlived its bucket refill by more than a second")
-		}
-		time.Sleep(20 * time.Millisecond)
+	eventually.Eventually(t, 5*time.Second, "the key to expire once its bucket is full", func() bool {
+		return rc.Exists(ctx, "fg-test:rl:a").Val() == 0
+	})
+	// Not before: the bucket fills 4 intervals after the first request.
+	if lived := time.Since(start); lived < 4*interval-2*time.Millisecond {
+		t.Errorf("the key expired %v after the first request, before its bucket was full (%v)", lived, 4*interval)
 	}
 	// Gone means full: the whole burst passes again.
 	for k := range 5 {
@@ -477,18 +521,20 @@ func TestRedisSlowRedisCostsAtMostTheTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = r.Signal(syscall.SIGCONT) })
 	t0 := time.Now()
 	res := e.lim.Allow(ctx, "a")
-	// Well under the client's own 1s read timeout: the decision's deadline
-	// reaches the socket.
-	if d := time.Since(t0); d < timeout || d > timeout+400*time.Millisecond {
-		t.Errorf("decision with a hung Redis took %v, want the timeout %v (plus scheduling)", d, timeout)
+	// At least the timeout, and under the client's own 1 s read timeout:
+	// the decision's deadline reaches the socket. (The upper bound leaves
+	// a loaded machine 950 ms; the read timeout is what it tells apart.)
+	if d := time.Since(t0); d < timeout || d >= time.Second {
+		t.Errorf("decision with a hung Redis took %v, want the timeout %v (plus scheduling), under the read timeout", d, timeout)
 	}
 	if !res.Allowed || res.Limit != 2 {
 		t.Errorf("decision with a hung Redis: %+v, want a local one (limit 2)", res)
 	}
-	t0 = time.Now()
+	// Within the cooldown nothing is asked of Redis, so nothing waits for it.
+	before := e.cmds.n.Load()
 	e.lim.Allow(ctx, "a")
-	if d := time.Since(t0); d > timeout/2 {
-		t.Errorf("decision within the cooldown took %v, want no wait for Redis", d)
+	if n := e.cmds.n.Load() - before; n != 0 {
+		t.Errorf("a decision within the cooldown sent %d commands to the hung Redis, want none", n)
 	}
 	if warn := e.logs.FilterLevelExact(zapcore.WarnLevel).All(); len(warn) != 1 || !strings.Contains(warn[0].Message, "too slow") {
 		t.Errorf("warnings = %v, want one saying Redis is unreachable or too slow", warn)
