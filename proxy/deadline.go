@@ -52,17 +52,27 @@ func (c *upstreamCtx) Value(key any) any { return c.caller.Value(key) }
 // of one timer per request.
 type deadlines struct {
 	timeout time.Duration
-	mu      sync.Mutex
+	// now and afterFunc are the clock: time.Now and time.AfterFunc, or a
+	// test's fake.
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) resetter
+	mu        sync.Mutex
 	head    *upstreamCtx
 	tail    *upstreamCtx
 	// unwatched is the oldest listed exchange whose caller is not watched.
 	unwatched *upstreamCtx
-	timer     *time.Timer
+	timer     resetter
 	armedFor  time.Time // zero when the timer is not armed
 	onFire    func()    // tests: called on every timer run
 }
 
-func newDeadlines(timeout time.Duration) *deadlines { return &deadlines{timeout: timeout} }
+// resetter is the part of a *time.Timer made by AfterFunc that deadlines uses.
+type resetter interface{ Reset(time.Duration) bool }
+
+func newDeadlines(timeout time.Duration) *deadlines {
+	return &deadlines{timeout: timeout, now: time.Now,
+		afterFunc: func(d time.Duration, f func()) resetter { return time.AfterFunc(d, f) }}
+}
 
 // begin makes c an exchange's upstream context, under caller, and lists it:
 // upstream.timeout runs from now. The returned context must be ended with end.
@@ -72,7 +82,7 @@ func (d *deadlines) begin(c *upstreamCtx, caller context.Context) context.Contex
 	c.cancel = cancel
 	d.mu.Lock()
 	// The clock is read under the lock, so the list stays in start order.
-	c.start = time.Now()
+	c.start = d.now()
 	c.deadline = c.start.Add(d.timeout)
 	c.prev, c.next, c.listed = d.tail, nil, true
 	if d.tail != nil {
@@ -143,9 +153,9 @@ func (d *deadlines) arm(at time.Time) {
 		return
 	}
 	d.armedFor = at
-	wait := time.Until(at)
+	wait := at.Sub(d.now())
 	if d.timer == nil {
-		d.timer = time.AfterFunc(wait, d.fire)
+		d.timer = d.afterFunc(wait, d.fire)
 		return
 	}
 	d.timer.Reset(wait)
@@ -157,7 +167,7 @@ func (d *deadlines) fire() {
 	if d.onFire != nil {
 		d.onFire()
 	}
-	now := time.Now()
+	now := d.now()
 	var expired, watch []*upstreamCtx
 	d.mu.Lock()
 	for c := d.head; c != nil && !now.Before(c.deadline); c = d.head {

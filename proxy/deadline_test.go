@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/clocktest"
+
 	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
@@ -33,13 +35,16 @@ func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
 }
 
 func TestDeadlinesCancelAtTheTimeout(t *testing.T) {
+	clk := clocktest.New(time.Unix(1_000_000, 0))
 	d := newDeadlines(150 * time.Millisecond)
+	d.now = clk.Now
+	d.afterFunc = func(w time.Duration, f func()) resetter { return clk.AfterFunc(w, f) }
 	caller := context.WithValue(context.Background(), ctxKey{}, "v")
 	var a, b, c upstreamCtx
-	start := time.Now()
+	start := clk.Now()
 	ca := d.begin(&a, caller)
 	cb := d.begin(&b, caller)
-	if dl, ok := ca.Deadline(); !ok || dl.Before(start.Add(150*time.Millisecond)) || dl.After(time.Now().Add(150*time.Millisecond)) {
+	if dl, ok := ca.Deadline(); !ok || !dl.Equal(start.Add(150*time.Millisecond)) {
 		t.Fatalf("Deadline() = %v, %v; want upstream.timeout from begin", dl, ok)
 	}
 	if ca.Value(ctxKey{}) != "v" || cb.Value(ctxKey{}) != "v" {
@@ -49,20 +54,21 @@ func TestDeadlinesCancelAtTheTimeout(t *testing.T) {
 	if context.Cause(cb) != context.Canceled {
 		t.Fatalf("ended: cause %v, want Canceled", context.Cause(cb))
 	}
-	// Time must pass here, and deadlines reads the wall clock (it takes no
-	// clock to advance): c begins 50ms later, so expires 50ms later.
-	time.Sleep(50 * time.Millisecond)
-	cc := d.begin(&c, caller)
-	waitDone(t, ca, 2*time.Second)
-	if took := time.Since(start); took < 150*time.Millisecond {
-		t.Fatalf("cancelled after %v, before the 150ms timeout", took)
+	clk.Advance(50 * time.Millisecond)
+	cc := d.begin(&c, caller) // begins 50ms later, so expires 50ms later
+	clk.Advance(99 * time.Millisecond)
+	if ca.Err() != nil {
+		t.Fatal("cancelled before the 150ms timeout")
 	}
+	clk.Advance(time.Millisecond)
+	waitDone(t, ca, 2*time.Second)
 	if context.Cause(ca) != context.DeadlineExceeded {
 		t.Fatalf("cause %v, want DeadlineExceeded", context.Cause(ca))
 	}
 	if cc.Err() != nil {
 		t.Fatal("a later exchange was cancelled with the first")
 	}
+	clk.Advance(50 * time.Millisecond)
 	waitDone(t, cc, 2*time.Second)
 	if context.Cause(cc) != context.DeadlineExceeded {
 		t.Fatalf("cause %v, want DeadlineExceeded", context.Cause(cc))

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -154,15 +156,10 @@ func TestRejectedKeyIsRetriedAtOnceWhenTheFileChanges(t *testing.T) {
 	changed <- struct{}{} // what WatchKeyFile sends; no clock advance: the retry is immediate
 	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer wcancel()
-	for {
-		if ok, _ := m.Ready(); ok {
-			break
-		}
-		if wctx.Err() != nil {
-			t.Fatal("the rotated key was not tried before the backoff ran out")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	eventually.Eventually(t, 5*time.Second, "the rotated key tried before the backoff ran out", func() bool {
+		ok, _ := m.Ready()
+		return ok
+	})
 	if _, err := m.Token(wctx); errors.Is(err, tokencache.ErrUnavailable) {
 		t.Fatal("no token after rotation")
 	}

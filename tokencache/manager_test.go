@@ -3,11 +3,14 @@ package tokencache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -149,7 +152,9 @@ func TestConcurrentRequestsCauseOneFetch(t *testing.T) {
 			got <- fx.token(t).Value.Reveal()
 		}()
 	}
-	time.Sleep(20 * time.Millisecond) // let the waiters pile up behind the one fetch
+	// The one fetch is under way; waiters pile up behind it until the gate
+	// opens (any that come later find its token).
+	eventually.Eventually(t, 5*time.Second, "the fetch under way", func() bool { return fx.fetch.calls.Load() >= 1 })
 	close(gate)
 	wg.Wait()
 	close(got)
@@ -405,17 +410,10 @@ func TestRenewalLoopSurvivesAPanic(t *testing.T) {
 	// The restarted loop renews (the panicked attempt counts as failed) and
 	// then schedules the next renewal an hour before expiry.
 	want := t0.Add(time.Second + 23*time.Hour)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.Eventually(t, 5*time.Second, fmt.Sprintf("the next wake at the renewal, %v", want), func() bool {
 		at, ok := clock.NextDeadline()
-		if ok && at.Equal(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("next wake %v (pending %v), want the renewal at %v; fetches %d", at, ok, want, ff.calls.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return ok && at.Equal(want)
+	})
 	if n := ff.calls.Load(); n != 2 {
 		t.Fatalf("fetches = %d, want 2", n)
 	}
@@ -447,10 +445,8 @@ func TestAlreadyExpiredTokenBacksOffInsteadOfSpinning(t *testing.T) {
 	if !clock.WaitPending(1, 5*time.Second) {
 		t.Fatal("the loop never backed off")
 	}
-	time.Sleep(50 * time.Millisecond) // a spinning loop would make thousands of calls meanwhile
-	if n := f.calls.Load(); n != 1 {
-		t.Fatalf("token calls = %d without the clock moving, want 1", n)
-	}
+	// A spinning loop would make thousands of calls meanwhile.
+	eventually.Never(t, 50*time.Millisecond, "a second token call without the clock moving", func() bool { return f.calls.Load() != 1 })
 	if got := testutil.ToFloat64(met.Refresh.WithLabelValues("error")); got != 1 {
 		t.Fatalf("refresh errors = %v, want 1", got)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/faxgate/faxgate/internal/testing/redistest"
 )
 
@@ -46,24 +48,21 @@ func TestUpdatesHealthCheck(t *testing.T) {
 		}
 	}()
 
-	// Idle for several PING rounds: PONGs are understood, nothing is an error.
-	time.Sleep(6 * idle)
-	if n := errCount(); n != 0 {
-		t.Fatalf("healthy idle subscription reported %d errors: %q", n, errs)
-	}
-	select {
-	case <-ch:
-		t.Fatalf("signal from an idle subscription")
-	default:
-	}
+	// Idle for several PING rounds: PONGs are understood, nothing is an
+	// error and nothing is signalled.
+	eventually.Never(t, 6*idle, "an error or a signal from a healthy idle subscription", func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return errCount() != 0
+		}
+	})
 
 	if err := srv.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for errCount() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Eventually(t, 3*time.Second, "the stopped server reported", func() bool { return errCount() != 0 })
 	if err := srv.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -101,7 +103,14 @@ func TestTokenWaitSpan(t *testing.T) {
 		_, err := m.Token(wctx)
 		got <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let it wait
+	eventually.Eventually(t, 5*time.Second, "the request waiting for the token (its token.wait span started)", func() bool {
+		for _, s := range rec.Started() {
+			if s.Name() == "token.wait" {
+				return true
+			}
+		}
+		return false
+	})
 	close(gate)
 	if err := <-got; err != nil {
 		t.Fatal(err)

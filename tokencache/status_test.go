@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faxgate/faxgate/internal/testing/eventually"
+
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -55,12 +57,10 @@ func TestStatusInvalidKey(t *testing.T) {
 }
 
 func waitFor(ok func() bool) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			return false
+	return eventually.Wait(5*time.Second, func() error {
+		if ok() {
+			return nil
 		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
+		return errors.New("not yet")
+	}) == nil
 }

@@ -61,8 +61,41 @@ func (f *Fake) Advance(d time.Duration) {
 	f.timers = keep
 	f.mu.Unlock()
 	for _, t := range fire {
+		if t.fn != nil {
+			t.fn() // as time.AfterFunc runs it: after the clock moved, outside its lock
+			continue
+		}
 		t.c <- now
 	}
+}
+
+// AfterFunc calls fn, on the goroutine that advances the clock, once the
+// clock has been advanced past d; the timer can be stopped or reset like
+// time.AfterFunc's.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) *FuncTimer {
+	f.mu.Lock()
+	t := &timer{f: f, at: f.now.Add(d), fn: fn}
+	f.timers = append(f.timers, t)
+	f.mu.Unlock()
+	return &FuncTimer{t}
+}
+
+// FuncTimer is a timer made by AfterFunc.
+type FuncTimer struct{ t *timer }
+
+// Stop keeps the timer from firing; it reports whether it was pending.
+func (ft *FuncTimer) Stop() bool { return ft.t.Stop() }
+
+// Reset makes the timer fire d after the clock's now; it reports whether it
+// was pending.
+func (ft *FuncTimer) Reset(d time.Duration) bool {
+	pending := ft.t.Stop()
+	f := ft.t.f
+	f.mu.Lock()
+	ft.t.at = f.now.Add(d)
+	f.timers = append(f.timers, ft.t)
+	f.mu.Unlock()
+	return pending
 }
 
 // Pending is the number of timers waiting to fire.
@@ -108,6 +141,7 @@ type timer struct {
 	f  *Fake
 	at time.Time
 	c  chan time.Time
+	fn func() // set for AfterFunc's timers, which call it instead of sending on c
 }
 
 func (t *timer) C() <-chan time.Time { return t.c }
