@@ -45,27 +45,6 @@ var strippedRequestHeader = func() map[string]bool {
 	return m
 }()
 
-// scrubResponseHeaders drops every upstream response header whose value, or
-// whose name, holds the token, so an upstream that echoes credentials cannot
-// hand them to a caller.
-func scrubResponseHeaders(h http.Header, token string) {
-	if token == "" {
-		return
-	}
-	for k, vs := range h {
-		if containsFold(k, token) {
-			delete(h, k)
-			continue
-		}
-		for _, v := range vs {
-			if strings.Contains(v, token) {
-				delete(h, k)
-				break
-			}
-		}
-	}
-}
-
 // containsFold reports whether s holds token in any letter case: a header
 // name is canonicalized, which changes the case of a token written into it.
 // Header names are short, so the search rarely starts.
