@@ -57,8 +57,8 @@ type deadlines struct {
 	now       func() time.Time
 	afterFunc func(time.Duration, func()) resetter
 	mu        sync.Mutex
-	head    *upstreamCtx
-	tail    *upstreamCtx
+	head      *upstreamCtx
+	tail      *upstreamCtx
 	// unwatched is the oldest listed exchange whose caller is not watched.
 	unwatched *upstreamCtx
 	timer     resetter

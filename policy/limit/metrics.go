@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // Metrics are the shared limits' collectors (docs/metrics-and-alerts.md).
