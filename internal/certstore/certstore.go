@@ -354,35 +354,10 @@ func (s *Storage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, erro
 	return certmagic.KeyInfo{Key: k, IsTerminal: false}, nil
 }
 
-// errStop ends a scan early; it is not an error.
-var errStop = errors.New("stop")
-
 // scan calls fn with every Redis key starting with prefix until fn returns
-// false. On Redis Cluster every master is scanned, concurrently, so fn must
-// be safe for concurrent use; elsewhere the one node (the sentinel's
-// master) is. A key met twice (a slot moving during the scan) is possible;
-// callers deduplicate or tolerate it.
+// false (redisconn.ScanPrefix: every master of a cluster, concurrently).
 func (s *Storage) scan(ctx context.Context, prefix string, fn func(string) bool) error {
-	match := redisconn.EscapeGlob(prefix) + "*"
-	node := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, match, 1000).Iterator()
-		for it.Next(ctx) {
-			if !fn(it.Val()) {
-				return errStop
-			}
-		}
-		return it.Err()
-	}
-	var err error
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return node(ctx, c) })
-	} else {
-		err = node(ctx, s.client)
-	}
-	if errors.Is(err, errStop) {
-		return nil
-	}
-	return err
+	return redisconn.ScanPrefix(ctx, s.client, prefix, fn)
 }
 
 // notExist is the error certmagic tests with errors.Is(err, fs.ErrNotExist).
