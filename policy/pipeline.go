@@ -44,6 +44,10 @@ type Facts struct {
 	// Departure, when set, tells whether the caller left while its body is
 	// still unread: a waiting request asks it before each turn.
 	Departure limit.Departure
+	// BodyUnseen: the body will never be read (a shadow candidate deciding
+	// a request the live configuration refused before its body): the
+	// decisions that read it count as passed.
+	BodyUnseen bool
 }
 
 // Outcome is what the pipeline decided for one request.
@@ -116,7 +120,7 @@ func (r *Rules) Decide(ctx context.Context, f *Facts, up *limit.Upstream, o *Out
 		}
 		o.bodyStage = true
 	}
-	if f.HasBody && !f.BodyReady {
+	if f.HasBody && !f.BodyReady && !f.BodyUnseen {
 		o.NeedBody = true
 		return
 	}
@@ -124,7 +128,7 @@ func (r *Rules) Decide(ctx context.Context, f *Facts, up *limit.Upstream, o *Out
 
 	// Confirm: policy.confirm on the body read whole
 	// (docs/callers-and-policy.md, Granting numbers.delete).
-	if o.Decision.Confirm {
+	if o.Decision.Confirm && !f.BodyUnseen {
 		if f.Body == nil && f.HasBody {
 			// Over the 1 MiB read whole: far larger than any delete body.
 			o.Refusal = errConfirmBodyTooLarge

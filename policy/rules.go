@@ -84,6 +84,14 @@ func Compile(s config.RuleSections, now func() time.Time, opts ...CompileOption)
 	}, nil
 }
 
+// Shared reports whether the rules' rate limits or budget windows are
+// decided through Redis (a round trip a decision may wait for).
+func (r *Rules) Shared() bool {
+	_, rate := r.Limiter.(*limit.RedisRateLimiter)
+	_, budget := r.Upstream.Budget.(*limit.RedisBudget)
+	return rate || budget
+}
+
 // Resolve resolves a request-target to the route policy decides on and the
 // path the gateway forwards (route.Resolver.Resolve: the path rules, and the
 // paths below a sensitive route or /v1/auth that no caller reaches).

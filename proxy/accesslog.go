@@ -65,6 +65,9 @@ func (l accessLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("upstream_status", ex.leg.upstreamStatus)
 	enc.AddInt("attempts", ex.leg.attempts)
 	enc.AddString("error", ex.code)
+	if ex.shadow != "" {
+		enc.AddString("shadow", ex.shadow)
+	}
 	if ex.hasID {
 		trace, span := ex.idStrings()
 		enc.AddString("trace_id", trace)
@@ -105,6 +108,10 @@ func appendAccessLine(b []byte, now time.Time, ex *exchange) []byte {
 	b = strconv.AppendInt(b, int64(ex.leg.attempts), 10)
 	b = append(b, `,"error":"`...)
 	b = appendJSONString(b, ex.code)
+	if ex.shadow != "" {
+		b = append(b, `","shadow":"`...)
+		b = appendJSONString(b, ex.shadow)
+	}
 	if ex.hasID {
 		// Hex of fixed-size IDs: nothing to escape (docs/logs.md: with
 		// tracing on, or a valid traceparent, the line carries the trace).

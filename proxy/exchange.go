@@ -42,6 +42,7 @@ type exchange struct {
 	w        responseWriter // in the exchange: one allocation per request, not two
 	pm       *pairMetrics   // the metric children of (caller, route), once both are settled
 	code     string         // the error code, when the gateway answered itself
+	shadow   string         // the shadow candidate's outcome, when it differs from the live one
 	status   int            // the status answered, for the access line
 	elapsed  time.Duration  // the time taken, for the access line
 	logField [1]zap.Field   // the access line's one (inlined) field

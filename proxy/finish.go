@@ -35,20 +35,24 @@ func (h *Handler) finish(w *responseWriter, r *http.Request, ex *exchange) {
 	pm.duration.Observe(elapsed.Seconds())
 	denied := ex.code != "" && ex.code != codeClientClosed
 	pm.activity.record(now, denied, denied && ex.code == codeRateLimited)
-	if al := h.opts.AccessLog; al != nil {
-		ex.status, ex.elapsed = status, elapsed
-		al.write(now, ex)
-	} else if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
-		ex.status, ex.elapsed = status, elapsed
-		// The field lives in the exchange: a variadic argument would be
-		// allocated on every request.
-		ex.logField[0] = zap.Inline(accessLine{ex})
-		ce.Write(ex.logField[:]...)
-	}
+	ex.status, ex.elapsed = status, elapsed
+	h.shadowAndLog(r.Context(), ex, now) // the candidate's decision, when one is in force, then the access line
 	if ex.out.AuditRoute != "" {
 		h.writeAudit(ex, status)
 	}
 	if ex.span != nil {
 		h.endTrace(ex, status)
+	}
+}
+
+// accessLine writes ex's access line (docs/logs.md), stamped now.
+func (h *Handler) accessLine(ex *exchange, now time.Time) {
+	if al := h.opts.AccessLog; al != nil {
+		al.write(now, ex)
+	} else if ce := h.log.Check(zap.InfoLevel, "request"); ce != nil {
+		// The field lives in the exchange: a variadic argument would be
+		// allocated on every request.
+		ex.logField[0] = zap.Inline(accessLine{ex})
+		ce.Write(ex.logField[:]...)
 	}
 }

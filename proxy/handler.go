@@ -39,6 +39,9 @@ type Options struct {
 	RetryUnsent int
 	Metrics     *Metrics
 	Logger      *zap.Logger
+	// ShadowAdmission is upstream admission for a shadow candidate
+	// (SetShadow): the same holds, no waiting, no metrics.
+	ShadowAdmission *limit.Upstream
 	// Admission is upstream admission (docs/upstream-budget.md): the
 	// Retry-After holds, the budget, waiting for a turn; it hears every
 	// upstream answer's word on the budget. nil admits every request.
@@ -73,6 +76,8 @@ type Handler struct {
 	audit     *zap.Logger
 	basePath  string
 	tracer    trace.Tracer // nil when tracing is off
+	// shadow is the candidate in force, nil without one (shadow.go).
+	shadow atomic.Pointer[shadow]
 }
 
 // New builds the handler.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/faxgate/faxgate/policy"
@@ -34,6 +36,40 @@ type Metrics struct {
 	// UpstreamProxyErrors counts the egress proxy's failures: unreachable,
 	// auth (407), refused; reason. Series only with a proxy configured.
 	UpstreamProxyErrors *prometheus.CounterVec
+	// ShadowDecisions counts a shadow candidate's decisions beside the
+	// live ones; caller (as the live rules name it), route, live,
+	// candidate (allowed, or an error code).
+	ShadowDecisions *prometheus.CounterVec
+	// ShadowSkipped counts the candidate decisions skipped because too
+	// many were running beside the requests already.
+	ShadowSkipped prometheus.Counter
+
+	// retries mirror faxgate_upstream_retries_total by reason, all routes
+	// together, for the status page.
+	retries [3]atomic.Uint64
+}
+
+// retried counts one resend of route for reason.
+func (m *Metrics) retried(route, reason string) {
+	m.UpstreamRetries.WithLabelValues(route, reason).Inc()
+	for i, r := range retryReasons {
+		if r == reason {
+			m.retries[i].Add(1)
+		}
+	}
+}
+
+// retryReasons are faxgate_upstream_retries_total's reasons, in the order
+// of Metrics.retries.
+var retryReasons = [3]string{retryUnsent, retryReset, retryThrottled}
+
+// Retries returns the resends since the start, by reason.
+func (h *Handler) Retries() map[string]uint64 {
+	out := make(map[string]uint64, len(retryReasons))
+	for i, r := range retryReasons {
+		out[r] = h.opts.Metrics.retries[i].Load()
+	}
+	return out
 }
 
 // durationBuckets span a fast cached-token round trip (a millisecond) to the
@@ -90,6 +126,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "faxgate_upstream_proxy_errors_total",
 		Help: "Failures of the egress proxy (upstream.proxy_url), requests and token renewals alike, by reason: unreachable, auth (407), refused.",
 	}, []string{"reason"})
+	m.ShadowDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "faxgate_shadow_decisions_total",
+		Help: "Requests decided by the shadow candidate configuration beside the live one, by caller and route (as the live rules name them) and both outcomes (allowed, or an error code).",
+	}, []string{"caller", "route", "live", "candidate"})
+	m.ShadowSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "faxgate_shadow_skipped_total",
+		Help: "Requests the shadow candidate did not decide because too many of its decisions were running already (its limits ask Redis).",
+	})
+	reg.MustRegister(m.ShadowDecisions, m.ShadowSkipped)
 	reg.MustRegister(m.Requests, m.RequestDuration, m.UpstreamDuration, m.Denied, m.RateLimited, m.Inflight,
 		m.Upstream401Retries, m.Upstream401Unretried, m.UpstreamRateLimitRemaining, m.UpstreamRetries, m.UpstreamProxyErrors)
 	return m

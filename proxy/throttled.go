@@ -55,7 +55,7 @@ func (h *Handler) waitOut(r *http.Request, ex *exchange, res *http.Response) (_ 
 		}
 		return kept, false, nil
 	}
-	h.opts.Metrics.UpstreamRetries.WithLabelValues(ex.out.Route, retryThrottled).Inc()
+	h.opts.Metrics.retried(ex.out.Route, retryThrottled)
 	l.resend = body
 	h.begin(r, ex, l.spent)
 	return nil, true, nil

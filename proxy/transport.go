@@ -133,7 +133,7 @@ func (t *authTransport) attempt(req *http.Request, ex *exchange) (*http.Response
 		if !ok || !backoff(req.Context(), retries) {
 			return nil, err
 		}
-		t.metrics.UpstreamRetries.WithLabelValues(ex.out.Route, reason).Inc()
+		t.metrics.retried(ex.out.Route, reason)
 		req = next
 	}
 }

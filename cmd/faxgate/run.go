@@ -91,8 +91,13 @@ func cmdCheck(args []string, e env) int {
 		return 1
 	}
 	// The same load as serve's, files and environment included, so that
-	// check refuses every file serve would refuse to start with.
-	_, err := config.LoadAndCheck(path, e.getenv)
+	// check refuses every file serve would refuse to start with; a shadow
+	// candidate is checked as the live file is.
+	cfg, err := config.LoadAndCheck(path, e.getenv)
+	var cand *config.Config
+	if err == nil {
+		cand, err = config.LoadCandidate(cfg, path, e.getenv)
+	}
 	var ps config.Problems
 	switch {
 	case errors.As(err, &ps):
@@ -105,6 +110,13 @@ func cmdCheck(args []string, e env) int {
 		return 1
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", path)
+	if cand != nil {
+		differs := "the same rules as the live file"
+		if d := config.CandidateDiffers(cand, cfg); len(d) > 0 {
+			differs = "differs from the live file in " + strings.Join(d, ", ")
+		}
+		fmt.Fprintf(e.stdout, "%s: ok, shadow candidate: %s\n", cfg.Shadow.ConfigFile, differs)
+	}
 	return 0
 }
 
@@ -114,6 +126,9 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 		return 1
 	}
 	cfg, err := config.LoadAndCheck(path, e.getenv)
+	if err == nil {
+		_, err = config.LoadCandidate(cfg, path, e.getenv) // the gateway loads it again; check it here first
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "faxgate: %s\n", oneLine(path, err))
 		return 1

@@ -29,11 +29,15 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 		redisconn.InstallProcessLogger(logs.Logger.Named("redis"))
 	}
 
+	cand, err := config.LoadCandidate(cfg, path, e.getenv)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// A nil e.clock (always, outside tests) is the wall clock.
 	g, err := gw.New(cfg, gw.Deps{Logs: logs, Registry: reg, Clock: e.clock, Getenv: e.getenv, Version: version,
-		Revision: commit})
+		Revision: commit, Candidate: cand})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,18 @@ type Config struct {
 	// Tracing exports OpenTelemetry traces (docs/tracing.md).
 	Tracing Tracing `yaml:"tracing"`
 	Log     Log     `yaml:"log"`
+	// Shadow evaluates a candidate configuration beside this one
+	// (docs/callers-and-policy.md#trying-a-change-in-shadow-mode).
+	Shadow Shadow `yaml:"shadow"`
+}
+
+// Shadow is shadow mode: a candidate configuration decides every request
+// too, and only reports.
+type Shadow struct {
+	// ConfigFile is a second configuration file of the same schema; its
+	// callers, policy, routes, rate_limit and upstream_budget sections are
+	// the candidate. Reloaded like this file. Default none.
+	ConfigFile string `yaml:"config_file"`
 }
 
 // Server is the proxy listener.

@@ -107,6 +107,7 @@ func (v *validator) validate(c *Config) {
 	v.validateUpstreamBudget(c.UpstreamBudget, c.Callers.List, c.Server.ShutdownTimeout)
 	v.validateTracing(c.Tracing)
 	v.validateLog(c.Log)
+	v.file("shadow.config_file", c.Shadow.ConfigFile)
 }
 
 // hasProblemAt reports whether a problem was found at exactly path.

@@ -59,6 +59,9 @@ type Deps struct {
 	// Revision is its revision label: the git commit faxgate was built
 	// from (-ldflags, Makefile); "unknown" when empty.
 	Revision string
+	// Candidate is the configuration's shadow candidate
+	// (config.LoadCandidate), nil when it has none.
+	Candidate *config.Config
 
 	// The rest tune timings that are not configuration; zero keeps the
 	// production value. Tests shorten them so an outage is seen in
@@ -76,6 +79,7 @@ type Deps struct {
 	// TLSPollEvery is how often server.tls.cert_file/key_file are checked
 	// for a change (servertls.Options.PollEvery).
 	TLSPollEvery time.Duration
+
 	// FileWatchEvery is how often upstream.api_key_file and
 	// upstream.proxy_auth_file are checked for a rotation (keyWatchEvery).
 	FileWatchEvery time.Duration
@@ -285,6 +289,7 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Tokens:            g.Tokens,
 		Rules:             rules,
 		Admission:         g.Admission,
+		ShadowAdmission:   limit.NewUpstream(limit.UpstreamOptions{Holds: g.Holds, Now: d.Clock.Now}),
 		ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
 		ReadTimeout:       cfg.Server.ReadTimeout,
@@ -296,6 +301,14 @@ func New(cfg *config.Config, d Deps) (*Gateway, error) {
 		Tracer:            tracer,
 	})
 	g.Metrics.rulesApplied(rules)
+	if d.Candidate != nil {
+		shadow, err := g.compileShadow(d.Candidate, nil)
+		if err != nil {
+			g.release()
+			return nil, fmt.Errorf("shadow.config_file: %w", err)
+		}
+		g.Handler.SetShadow(shadow)
+	}
 	g.admin = hostGuard(adminHandler(d.Registry, cfg.Admin.Pprof, g.ready, g.budgetStatus, g.statusPage, g.statusJSON),
 		cfg.Admin.AllowedHosts)
 	registerReady(d.Registry, func() bool { ok, _ := g.ready(); return ok })

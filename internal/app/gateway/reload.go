@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ import (
 // (issue: callers, policy, rate_limit, routes; plus the log level). Every
 // other setting is reported as needing a restart, never half-applied.
 var reloadable = map[string]bool{"callers": true, "policy": true, "rate_limit": true, "routes": true,
-	"upstream_budget": true, "log.level": true}
+	"upstream_budget": true, "log.level": true, "shadow": true}
 
 // reloader re-reads the config file on SIGHUP or when its content changes,
 // and swaps the request rules atomically: each request is decided wholly by
@@ -31,24 +32,47 @@ type reloader struct {
 	getenv  func(string) (string, bool)
 	running *config.Config // what is applied now
 	compile compileFunc
-	handler *proxy.Handler
-	level   zap.AtomicLevel
-	met     *Metrics
-	log     *zap.Logger
-	clock   clock.Clock
-	digest  filedigest.Digest
-	state   *reloadState
+	// compileShadow builds a shadow candidate's rules, dropShadow deletes
+	// the shared state of one taken away (shadow.go).
+	compileShadow compileFunc
+	dropShadow    func()
+	// candidate is the shadow candidate's file, polled like path; "" when
+	// there is none.
+	candidate  string
+	candDigest filedigest.Digest
+	handler    *proxy.Handler
+	level      zap.AtomicLevel
+	met        *Metrics
+	log        *zap.Logger
+	clock      clock.Clock
+	digest     filedigest.Digest
+	state      *reloadState
 }
 
 // newReloader starts from the file's content as it is now, so a change made
 // before the loop first polls is still seen.
 func newReloader(g *Gateway, path string) *reloader {
 	rl := &reloader{path: path, getenv: g.deps.Getenv, running: g.cfg, compile: g.compile, handler: g.Handler,
-		level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"), clock: g.deps.Clock,
-		state: &g.reloads}
+		compileShadow: g.compileShadow, dropShadow: g.dropShadowState, level: g.log.Level, met: g.Metrics, log: g.log.Logger.Named("config"),
+		clock: g.deps.Clock, state: &g.reloads}
 	rl.state.setFile(path)
 	rl.digest, _ = filedigest.Of(path)
+	if rl.candidate = candidatePath(g.cfg, path); rl.candidate != "" {
+		rl.candDigest, _ = filedigest.Of(rl.candidate)
+	}
 	return rl
+}
+
+// candidatePath is the file of cfg's shadow candidate as the reloader polls
+// it (relative to the live file's directory), "" when there is none.
+func candidatePath(cfg *config.Config, livePath string) string {
+	if cfg == nil || cfg.Shadow.ConfigFile == "" {
+		return ""
+	}
+	if filepath.IsAbs(cfg.Shadow.ConfigFile) {
+		return cfg.Shadow.ConfigFile
+	}
+	return filepath.Join(filepath.Dir(livePath), cfg.Shadow.ConfigFile)
 }
 
 // run reloads on every signal from hup and whenever the file's content
@@ -75,6 +99,12 @@ func (rl *reloader) poll(ctx context.Context, hup <-chan struct{}, interval time
 			d, err := filedigest.Of(rl.path)
 			if err == nil && d != rl.digest {
 				rl.reload("file change")
+				continue
+			}
+			if rl.candidate != "" {
+				if d, err := filedigest.Of(rl.candidate); err == nil && d != rl.candDigest {
+					rl.reload("shadow candidate change")
+				}
 			}
 		}
 	}
@@ -97,13 +127,28 @@ func (rl *reloader) reload(trigger string) {
 	}
 }
 
+// tryReload reads the file and its shadow candidate, and applies both or
+// neither: a candidate that does not load refuses the reload like the live
+// file would, and the candidate in force stays.
 func (rl *reloader) tryReload(trigger string) {
 	rl.digest, _ = filedigest.Of(rl.path)
 	cfg, err := config.Load(rl.path, rl.getenv)
+	var cand *config.Config
 	if err == nil {
-		var rules *policy.Rules
-		if rules, err = rl.compile(cfg, rl.handler.Rules()); err == nil {
-			rl.apply(cfg, rules, trigger)
+		cand, err = config.LoadCandidate(cfg, rl.path, rl.getenv)
+	}
+	rl.candidate, rl.candDigest = candidatePath(cfg, rl.path), filedigest.Digest{}
+	if rl.candidate != "" {
+		rl.candDigest, _ = filedigest.Of(rl.candidate)
+	}
+	if err == nil {
+		var rules, shadow *policy.Rules
+		rules, err = rl.compile(cfg, rl.handler.Rules())
+		if err == nil && cand != nil {
+			shadow, err = rl.compileShadow(cand, rl.handler.ShadowRules())
+		}
+		if err == nil {
+			rl.apply(cfg, rules, shadow, trigger)
 			return
 		}
 	}
@@ -122,8 +167,13 @@ func (rl *reloader) tryReload(trigger string) {
 		zap.String("trigger", trigger), zap.Strings("problems", problems))
 }
 
-func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger string) {
+func (rl *reloader) apply(cfg *config.Config, rules, shadow *policy.Rules, trigger string) {
 	rl.handler.SetRules(rules)
+	removed := shadow == nil && rl.handler.ShadowRules() != nil
+	rl.handler.SetShadow(shadow) // nil without a candidate: its evaluation stops, its state goes
+	if removed && rl.dropShadow != nil {
+		defer rl.dropShadow() // once the reload is reported
+	}
 	rl.met.rulesApplied(rules)
 	if lvl, err := zap.ParseAtomicLevel(cfg.Log.Level); err == nil {
 		rl.level.SetLevel(lvl.Level())
@@ -131,7 +181,7 @@ func (rl *reloader) apply(cfg *config.Config, rules *policy.Rules, trigger strin
 	restart := restartNeeded(rl.running, cfg)
 	next := *rl.running
 	next.Callers, next.Policy, next.RateLimit, next.Routes = cfg.Callers, cfg.Policy, cfg.RateLimit, cfg.Routes
-	next.UpstreamBudget = cfg.UpstreamBudget
+	next.UpstreamBudget, next.Shadow = cfg.UpstreamBudget, cfg.Shadow
 	next.Log.Level = cfg.Log.Level
 	rl.running = &next
 	rl.state.loaded(rl.running, rl.clock.Now(), trigger, restart)

@@ -72,6 +72,9 @@ type Status struct {
 	Config          ConfigStatus      `json:"config"`
 	Redis           RedisStatus       `json:"redis"`
 	TLS             TLSStatus         `json:"tls"`
+	Egress          EgressStatus      `json:"egress"`
+	// Shadow is the shadow candidate in force, absent when none is.
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
 	// Page is the same data laid out as the page shows it, for the page's
 	// own script (statuspage.go); machines read the fields above.
 	Page *page `json:"page,omitempty"`
@@ -325,6 +328,10 @@ func (g *Gateway) status(ctx context.Context) *Status {
 			}
 			st.TLS.Certificates = append(st.TLS.Certificates, cst)
 		}
+	}
+	st.Egress = g.egressStatus(g.cfg.Upstream)
+	if diffs := g.Handler.ShadowDifferences(now); diffs != nil {
+		st.Shadow = &ShadowStatus{ConfigFile: cfg.Shadow.ConfigFile, Differences: diffs}
 	}
 	st.Problems = problemsOf(st)
 	return st

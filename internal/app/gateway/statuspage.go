@@ -258,6 +258,36 @@ func layout(st *Status) *page {
 			marked(humanSeconds(ct.SecondsLeft), ifBad(soon))})
 	}
 	p.Sections = append(p.Sections, section{ID: "tls", Title: "TLS (mode " + st.TLS.Mode + ")", Tables: []table{certs}})
+
+	e := st.Egress
+	way := table{Rows: [][]cell{kv("Egress proxy", text(pick(e.Proxy == "", "none (direct)", e.Proxy)))}}
+	if e.Proxy != "" {
+		way.Rows = append(way.Rows, kv("Proxy credentials", text(pick(e.Credentials, "from upstream.proxy_auth_file", "none"))))
+		for _, r := range []string{"unreachable", "auth", "refused"} {
+			way.Rows = append(way.Rows, kv("Proxy failures: "+r, marked(strconv.FormatUint(e.ProxyErrors[r], 10), pick(e.ProxyErrors[r] > 0, "warn", ""))))
+		}
+	}
+	for _, r := range []string{"unsent", "reset", "throttled"} {
+		way.Rows = append(way.Rows, kv("Sent again: "+r, text(strconv.FormatUint(e.Retries[r], 10))))
+	}
+	p.Sections = append(p.Sections, section{ID: "egress", Title: "The way to the vendor", Tables: []table{way}})
+
+	if sh := st.Shadow; sh != nil {
+		diffs := table{Caption: "Requests the candidate decides otherwise, last 5 minutes",
+			Head: []string{"Caller", "Live", "Candidate", "Requests"}, Empty: "None: the candidate agrees with every decision."}
+		callers := make([]string, 0, len(sh.Differences))
+		for c := range sh.Differences {
+			callers = append(callers, c)
+		}
+		sort.Strings(callers)
+		for _, c := range callers {
+			for _, d := range sh.Differences[c] {
+				diffs.Rows = append(diffs.Rows, []cell{text(c), text(d.Live), marked(d.Candidate, "warn"), text(strconv.FormatUint(d.Count, 10))})
+			}
+		}
+		p.Sections = append(p.Sections, section{ID: "shadow", Title: "Shadow candidate",
+			Note: "Decided beside the live configuration and never enforced: " + sh.ConfigFile, Tables: []table{diffs}})
+	}
 	return p
 }
 

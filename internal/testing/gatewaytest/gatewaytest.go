@@ -46,6 +46,10 @@ type Options struct {
 	Config string
 	// UpstreamTimeout is upstream.timeout; default 5s.
 	UpstreamTimeout time.Duration
+	// Shadow, when set, is a shadow candidate: YAML for every section but
+	// upstream, made into a file as Config is, named by the live file's
+	// shadow.config_file (RewriteShadow changes it).
+	Shadow string
 	// UpstreamYAML is more of the upstream section, which the harness
 	// writes ("  proxy_url: ...\n"), indented as keys of it.
 	UpstreamYAML string
@@ -143,9 +147,11 @@ type Gateway struct {
 	logs   *SyncBuffer
 	tls    *TLS
 
-	configPath string              // with Options.ConfigFile
-	buildYAML  func(string) string // the file's content for a Config
-	reload     chan struct{}
+	configPath  string              // with Options.ConfigFile
+	shadowPath  string              // with Options.Shadow
+	buildShadow func(string) string // the candidate file's content for a Shadow
+	buildYAML   func(string) string // the file's content for a Config
+	reload      chan struct{}
 
 	drain    context.CancelFunc
 	done     <-chan error
@@ -199,7 +205,20 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.TLS != nil && o.TLS.PollEvery == 0 {
 		o.TLS.PollEvery = 50 * time.Millisecond
 	}
-	build := func(config string) string { return buildYAML(o, up.URL, config) }
+	var shadowPath string
+	if o.Shadow != "" {
+		shadowPath = filepath.Join(t.TempDir(), "candidate.yaml")
+		if err := os.WriteFile(shadowPath, []byte(buildYAML(o, up.URL, o.Shadow)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(config string) string {
+		y := buildYAML(o, up.URL, config)
+		if shadowPath != "" && !strings.Contains("\n"+config, "\nshadow:") {
+			y = inSection(y, "shadow", fmt.Sprintf("  config_file: %q\n", shadowPath))
+		}
+		return y
+	}
 	yaml := build(o.Config)
 	var configPath string
 	if o.ConfigFile {
@@ -234,6 +253,10 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.RateLimitRedisAddr != "" {
 		cfg.RateLimit.Backend = "redis"
 	}
+	cand, err := config.LoadCandidate(cfg, configPath, getenv)
+	if err != nil {
+		t.Fatalf("shadow candidate: %v", err)
+	}
 
 	// The admin listener and the proxy listener take free loopback ports.
 	cfg.Server.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
@@ -259,6 +282,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		RateLimitTimeout: o.RateLimitTimeout,
 		TLSPollEvery:     tlsPoll(o),
 		FileWatchEvery:   50 * time.Millisecond,
+		Candidate:        cand,
 	})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
@@ -284,7 +308,8 @@ func Start(t testing.TB, o Options) *Gateway {
 
 	g := &Gateway{URL: "http://" + a[0], Addr: a[0], AdminURL: "http://" + a[1], Sim: sim, Upstream: up,
 		Gateway: gw, Handler: gw.Handler, Tokens: gw.Tokens, Registry: reg, Metrics: gw.Metrics, Config: cfg, logs: logs,
-		tls: o.TLS, drain: drain, done: done, configPath: configPath, buildYAML: build, reload: reload}
+		tls: o.TLS, drain: drain, done: done, configPath: configPath, buildYAML: build, reload: reload,
+		shadowPath: shadowPath, buildShadow: func(c string) string { return buildYAML(o, up.URL, c) }}
 	t.Cleanup(func() { _ = gw.Close(); _ = g.Shutdown() })
 	if o.TLS != nil {
 		g.URL = "https://" + a[0]
@@ -349,6 +374,22 @@ func inSection(yaml, section, lines string) string {
 		yaml += "\n"
 	}
 	return yaml + section + ":\n" + lines
+}
+
+// RewriteShadow replaces the shadow candidate's file (Options.Shadow) with
+// the file for config, and signals a reload, as RewriteConfig does.
+func (g *Gateway) RewriteShadow(t testing.TB, config string) {
+	t.Helper()
+	if g.shadowPath == "" || g.configPath == "" {
+		t.Fatal("gatewaytest: RewriteShadow needs Options.Shadow and Options.ConfigFile")
+	}
+	if err := os.WriteFile(g.shadowPath, []byte(g.buildShadow(config)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g.reload <- struct{}{}:
+	default:
+	}
 }
 
 // RewriteConfig replaces the config file (Options.ConfigFile) with the
