@@ -32,6 +32,9 @@ func (g *Gateway) compileShadow(cand *config.Config, prev *policy.Rules) (*polic
 	opts := []policy.CompileOption{policy.WithMetrics(met), policy.WithPrevious(prev)}
 	if g.redis != nil {
 		opts = append(opts, policy.WithRedis(g.redis, met, g.log.Logger.Named("shadow")))
+		if g.deps.RateLimitTimeout > 0 {
+			opts = append(opts, policy.WithRedisTimeout(g.deps.RateLimitTimeout))
+		}
 	}
 	return policy.Compile(s, g.deps.Clock.Now, opts...)
 }
