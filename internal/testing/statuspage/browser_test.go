@@ -43,6 +43,10 @@ upstream_budget:
     intake: { reserve: 0.2 }
 `
 
+// candidate is the shadow candidate: billing is cut down to
+// contacts.details, so its contacts.list requests are differences.
+var candidate = strings.Replace(callers, `allow: ["*"]`, `allow: ["contacts.details"]`, 1)
+
 // chromium finds the browser: $FAXGATE_CHROMIUM, else Debian's chromium
 // on PATH. Without one the test skips loudly, and fails with CI=true: CI
 // must never pass by skipping.
@@ -110,7 +114,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	sim := faxsim.New(faxsim.Options{APIKey: gatewaytest.Key, EndpointLimit: faxsim.Window{Requests: 5, Per: time.Minute}})
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
-	g := gatewaytest.Start(t, gatewaytest.Options{Config: callers, Sim: sim, Upstream: up, ConfigFile: true})
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: callers, Shadow: candidate, Sim: sim, Upstream: up,
+		ConfigFile: true})
 	admin, err := url.Parse(g.AdminURL)
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +229,27 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("callers %v not in the table %q", want, rows)
+	}
+
+	// The shadow candidate's differences: billing's six requests the live
+	// configuration let go and its one the hold refused, all forbidden by
+	// the candidate; intake's agree.
+	diffs, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](
+		`Array.from(document.querySelectorAll("#shadow table tr")).map(tr => Array.from(tr.cells).map(c => c.innerText))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDiffs := map[string]bool{"billing|allowed|forbidden|6": true, "billing|upstream_throttled|forbidden|1": true}
+	for _, row := range diffs {
+		if len(row) == 4 && row[0] != "Caller" {
+			if !wantDiffs[strings.Join(row, "|")] {
+				t.Errorf("the shadow section has the row %q", row)
+			}
+			delete(wantDiffs, strings.Join(row, "|"))
+		}
+	}
+	if len(wantDiffs) > 0 {
+		t.Errorf("the shadow section %q lacks %v", diffs, wantDiffs)
 	}
 
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
