@@ -134,14 +134,13 @@ Paste any of these into another terminal (Ctrl-C here stops the demo):
 `, demoOpsSPIFFE, curl, pki.ClientCert, pki.ClientKey, p)
 	}
 	fmt.Fprintf(e.stdout, `
-# Waiting instead of refusing (upstream_budget.max_wait: 4s). The simulator answers the next
-# request with the vendor's 429 and Retry-After: 2; faxgate relays it and holds the route.
-# The request after it waits the hold out and gets 200 about 2 s later, where it would have
-# got 429 (its access line says wait_ms).
+# A vendor 429, waited out (upstream_budget.retry_throttled, max_wait: 4s). The simulator
+# answers the next request with the vendor's 429 and Retry-After: 2; faxgate holds the route,
+# waits the 2 s out and sends the request again: 200 about 2 s later, where the caller would
+# have got the 429 (its access line says attempts 2 and wait_ms).
 curl -s -X POST http://%s/_sim/fail -H 'Content-Type: application/json' -d '{"count":1,"status":429,"retry_after":2}'
-%s -i -X POST %s/v1/contacts/list -H 'Content-Type: application/json' -d '{}'
 %s -w '\n%%{http_code} after %%{time_total}s\n' -X POST %s/v1/contacts/list -H 'Content-Type: application/json' -d '{}'
-`, simAddr, curl, p, curl, p)
+`, simAddr, curl, p)
 	fmt.Fprintf(e.stdout, `
 # The simulator enforces a vendor limit of %d requests per %s per endpoint. In this loop the
 # 21st request gets the vendor's 429, relayed as is; from then on faxgate holds the route and
