@@ -133,6 +133,15 @@ func TestEgressProxyHTTPSThroughConnect(t *testing.T) {
 	if warned == nil || warned["level"] != "warn" || (warned["status"] != 407.0 && warned["status"] != 401.0) {
 		t.Errorf("no warn line with the proxy's refusal status: %v", warned)
 	}
+	// The status shows the proxy without its credentials, and the count
+	// of each.
+	st, _ := getStatus(t, g)
+	if e := st.Egress; e.Proxy != px.URL || !e.Credentials || e.ProxyErrors["auth"] != 3 || e.Retries["unsent"] != 2 {
+		t.Errorf("status egress %+v, want the proxy %s with credentials, 3 auth failures, 2 unsent resends", e, px.URL)
+	}
+	if _, page := adminGet(t, g, "/", ""); !strings.Contains(page, `id="egress"`) || !strings.Contains(page, px.URL) {
+		t.Error("the status page does not show the proxy")
+	}
 	// And back: the right credentials serve again.
 	rotate(t, g, creds, proxyPassword)
 	if resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`, "Content-Type", "application/json"); resp.StatusCode != 200 {
