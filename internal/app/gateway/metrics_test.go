@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +47,24 @@ var documentedMetrics = []struct {
 	{"faxgate_config_last_reload_successful", "GAUGE", nil},
 	{"faxgate_background_panics_total", "COUNTER", []string{"loop"}},
 	{"faxgate_redis_primary_changes_total", "COUNTER", nil},
+	{"faxgate_upstream_401_unretried_total", "COUNTER", []string{"route"}},
+	{"faxgate_upstream_retries_total", "COUNTER", []string{"reason", "route"}},
+	{"faxgate_upstream_proxy_errors_total", "COUNTER", []string{"reason"}},
+	{"faxgate_rate_limit_fallback_total", "COUNTER", []string{"caller"}},
+	{"faxgate_rate_limit_backend_up", "GAUGE", nil},
+	{"faxgate_config_restart_required", "GAUGE", nil},
+	{"faxgate_token_adopted_total", "COUNTER", []string{"source"}},
+	{"faxgate_token_lease_total", "COUNTER", []string{"result"}},
+	{"faxgate_token_store_unsynced", "GAUGE", nil},
+	{"faxgate_tls_acme_failures_total", "COUNTER", []string{"domain", "op"}},
+	{"faxgate_upstream_budget_fallback_total", "COUNTER", nil},
+	{"faxgate_upstream_budget_waiting", "GAUGE", nil},
+	{"faxgate_upstream_budget_wait_seconds", "HISTOGRAM", []string{"caller"}},
+	{"faxgate_upstream_budget_wait_evicted_total", "COUNTER", nil},
+	{"faxgate_upstream_budget_max_wait_seconds", "GAUGE", nil},
+	{"faxgate_upstream_budget_max_waiting", "GAUGE", nil},
+	{"faxgate_shadow_decisions_total", "COUNTER", []string{"caller", "candidate", "live", "route"}},
+	{"faxgate_shadow_skipped_total", "COUNTER", nil},
 }
 
 // TestMetricsMatchTheDocs: every documented metric is registered on the
@@ -75,6 +95,15 @@ callers:
 	m.Limits.BudgetSpent.WithLabelValues("intake", "tenant").Inc()
 	m.TLS.CertExpiry.WithLabelValues("faxgate.example").Set(1)
 	m.TLS.HandshakeErrors.WithLabelValues("protocol").Inc()
+	m.Proxy.Upstream401Unretried.WithLabelValues("contacts.create").Inc()
+	m.Proxy.UpstreamProxyErrors.WithLabelValues("unreachable").Inc() // its series start with a proxy configured
+	m.Proxy.ShadowDecisions.WithLabelValues("intake", "contacts.list", "allowed", "rate_limited").Inc()
+	m.Limits.RateLimitFallback.WithLabelValues("intake").Inc()
+	m.Limits.RateLimitBackendUp.WithLabelValues().Set(1) // absent with backend: local
+	m.Limits.BudgetWait.WithLabelValues("intake").Observe(0.5)
+	m.Tokens.Adopted.WithLabelValues("redis").Inc()
+	m.Tokens.Lease.WithLabelValues("acquired").Inc()
+	m.TLS.ACMEFailures.WithLabelValues("faxgate.example", "renew").Inc()
 	g.Gateway.Holds.Hold("contacts.list", 3*time.Second)
 
 	mfs, err := g.Registry.Gather()
@@ -122,5 +151,44 @@ callers:
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestDocumentedMetricsAreTheDocsTable keeps documentedMetrics and the
+// table of docs/metrics-and-alerts.md (its first column, between "##
+// Metrics" and the next heading) the same list, so that a row added to
+// either is checked against the registry above.
+func TestDocumentedMetricsAreTheDocsTable(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/metrics-and-alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, ok := strings.Cut(string(b), "\n## Metrics\n")
+	if !ok {
+		t.Fatal(`no "## Metrics" heading`)
+	}
+	doc, _, _ = strings.Cut(doc, "\n#")
+	name := regexp.MustCompile("`(faxgate_[a-z0-9_]+)`")
+	var table []string
+	for _, line := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		for _, m := range name.FindAllStringSubmatch(first, -1) {
+			table = append(table, m[1])
+		}
+	}
+	var listed []string
+	for _, m := range documentedMetrics {
+		listed = append(listed, m.name)
+	}
+	slices.Sort(table)
+	slices.Sort(listed)
+	if len(table) < 40 {
+		t.Fatalf("read %d metrics from the docs' table, want at least 40: %v", len(table), table)
+	}
+	if !slices.Equal(table, listed) {
+		t.Errorf("the docs' table and documentedMetrics differ:\n docs: %v\n test: %v", table, listed)
 	}
 }
