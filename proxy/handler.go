@@ -76,8 +76,11 @@ type Handler struct {
 	audit     *zap.Logger
 	basePath  string
 	tracer    trace.Tracer // nil when tracing is off
-	// shadow is the candidate in force, nil without one (shadow.go).
-	shadow atomic.Pointer[shadow]
+	// shadow is the candidate in force, nil without one (shadow.go);
+	// shadowSlots bounds its decisions on goroutines of their own, every
+	// candidate's alike.
+	shadow      atomic.Pointer[shadow]
+	shadowSlots chan struct{}
 }
 
 // New builds the handler.
@@ -95,6 +98,8 @@ func New(o Options) *Handler {
 		audit:    o.AuditLogger,
 		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
 		tracer:   o.Tracer,
+		// Empty elements: the channel is its header alone.
+		shadowSlots: make(chan struct{}, maxShadowInFlight),
 	}
 	if h.audit == nil {
 		h.audit = o.Logger.Named("audit")

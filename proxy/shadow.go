@@ -35,8 +35,6 @@ type shadow struct {
 	// request's goroutine.
 	async bool
 	diffs *shadowDiffs
-	// slots bounds the decisions running on goroutines of their own.
-	slots chan struct{}
 }
 
 // SetShadow puts candidate rules beside the live ones, or takes them away
@@ -52,9 +50,9 @@ func (h *Handler) SetShadow(r *policy.Rules) {
 	}
 	sh := &shadow{rules: r, async: r.Shared()}
 	if prev := h.shadow.Load(); prev != nil {
-		sh.diffs, sh.slots = prev.diffs, prev.slots
+		sh.diffs = prev.diffs
 	} else {
-		sh.diffs, sh.slots = newShadowDiffs(), make(chan struct{}, maxShadowInFlight)
+		sh.diffs = newShadowDiffs()
 	}
 	h.opts.Metrics.startShadowSeries(h.Rules(), r)
 	h.shadow.Store(sh)
@@ -129,17 +127,33 @@ func (h *Handler) shadowAndLog(ctx context.Context, ex *exchange, now time.Time)
 		return
 	}
 	select {
-	case sh.slots <- struct{}{}:
+	case h.shadowSlots <- struct{}{}:
 	default:
 		h.opts.Metrics.ShadowSkipped.Inc()
 		h.accessLine(ex, now)
 		return
 	}
 	go func() {
-		defer func() { <-sh.slots }()
+		defer func() { <-h.shadowSlots }()
 		h.decideShadow(ctx, sh, ex, now)
 		h.accessLine(ex, now)
 	}()
+}
+
+// WaitShadow waits until the candidate decisions running on goroutines of
+// their own have written their access lines, or ctx ends (false). It takes
+// every slot, so a request answered meanwhile is not decided by the
+// candidate (counted in faxgate_shadow_skipped_total): the gateway calls it
+// once its listeners are drained, so that no access line is lost at exit.
+func (h *Handler) WaitShadow(ctx context.Context) bool {
+	for range cap(h.shadowSlots) {
+		select {
+		case h.shadowSlots <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // ShadowDifference is one kind of disagreement of a caller's requests over

@@ -362,6 +362,13 @@ func (g *Gateway) CloseIdleConnections() { g.transport.CloseIdleConnections() }
 // release frees what New acquired; Run and Close both call it.
 func (g *Gateway) release() {
 	g.releaseOnce.Do(func() {
+		// The candidate's decisions still running write their access
+		// lines first; they need Redis, which closes next.
+		if g.Handler != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), shadowShutdownWait)
+			g.Handler.WaitShadow(ctx)
+			cancel()
+		}
 		if g.redisConn != nil {
 			_ = g.redisConn.Close()
 		}

@@ -39,6 +39,11 @@ func (g *Gateway) compileShadow(cand *config.Config, prev *policy.Rules) (*polic
 	return policy.Compile(s, g.deps.Clock.Now, opts...)
 }
 
+// shadowShutdownWait bounds the wait at exit for the candidate's decisions
+// still running (Handler.WaitShadow): each asks Redis for at most the
+// rate-limit timeout.
+const shadowShutdownWait = 5 * time.Second
+
 // shadowDropWait bounds the deletion of a removed candidate's keys.
 const shadowDropWait = 10 * time.Second
 

@@ -286,3 +286,33 @@ func TestShadowBrokenCandidateKeepsThePrevious(t *testing.T) {
 	}
 	waitStatus(t, g, func(st gateway.Status) bool { return st.Config.LastResult == "ok" })
 }
+
+// TestShadowAccessLinesOutliveShutdown: the access lines of requests whose
+// candidate decision still waits on a stopped Redis are all written before
+// the gateway's exit returns.
+func TestShadowAccessLinesOutliveShutdown(t *testing.T) {
+	srv := redistest.Start(t)
+	cand := strings.Replace(shadowTight, "callers:", "rate_limit:\n  backend: redis\ncallers:", 1)
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: shadowLive, Shadow: cand, RedisAddr: srv.Addr,
+		// Each stalled decision gives up after this, then falls back.
+		RateLimitTimeout: time.Second})
+	if err := srv.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Signal(syscall.SIGCONT) })
+	const n = 4
+	for range n {
+		if resp, _ := g.Do(t, "POST", "/v1/contacts/list", `{}`); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if err := g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(g.LogLines("request")); got != n {
+		t.Errorf("%d access lines once the gateway stopped, want %d", got, n)
+	}
+	if got := decisions(g, "contacts.list", "allowed", "allowed") + decisions(g, "contacts.list", "allowed", "rate_limited"); got != n {
+		t.Errorf("%v candidate decisions, want %d", got, n)
+	}
+}
