@@ -96,7 +96,7 @@ func cmdCheck(args []string, e env) int {
 	cfg, err := config.LoadAndCheck(path, e.getenv)
 	var cand *config.Config
 	if err == nil {
-		cand, err = config.LoadCandidate(cfg, path, e.getenv)
+		cand, err = config.LoadCandidate(cfg, path, e.getenv, true)
 	}
 	var ps config.Problems
 	switch {
@@ -127,7 +127,7 @@ func cmdServe(ctx context.Context, args []string, e env) int {
 	}
 	cfg, err := config.LoadAndCheck(path, e.getenv)
 	if err == nil {
-		_, err = config.LoadCandidate(cfg, path, e.getenv) // the gateway loads it again; check it here first
+		_, err = config.LoadCandidate(cfg, path, e.getenv, true) // the gateway loads it again; check it here first
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "faxgate: %s\n", oneLine(path, err))

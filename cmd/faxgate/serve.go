@@ -29,7 +29,7 @@ func serve(ctx context.Context, cfg *config.Config, path string, e env) error {
 		redisconn.InstallProcessLogger(logs.Logger.Named("redis"))
 	}
 
-	cand, err := config.LoadCandidate(cfg, path, e.getenv)
+	cand, err := config.LoadCandidate(cfg, path, e.getenv, true)
 	if err != nil {
 		return err
 	}

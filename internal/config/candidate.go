@@ -12,14 +12,16 @@ import (
 // its file is the live file's business.
 var CandidateSections = []string{"callers", "policy", "routes", "rate_limit", "upstream_budget"}
 
-// LoadCandidate loads live's shadow candidate, shadow.config_file, as
-// LoadAndCheck loads a live file, and checks what the candidate needs of
-// the live configuration: a candidate whose limits are shared through Redis
+// LoadCandidate loads live's shadow candidate, shadow.config_file, as the
+// live file is loaded where the candidate is: with LoadAndCheck when
+// checkEnv (faxgate check, serve's start), with Load on a reload, so that
+// the candidate is never held to more than the live file. It checks what
+// the candidate needs of the live configuration: a candidate whose limits are shared through Redis
 // uses the live file's Redis connection. Every problem names the file,
 // then its YAML path. A relative path is read from the live file's
 // directory (livePath). It returns nil and no error when live has no
 // candidate.
-func LoadCandidate(live *Config, livePath string, getenv func(string) (string, bool)) (*Config, error) {
+func LoadCandidate(live *Config, livePath string, getenv func(string) (string, bool), checkEnv bool) (*Config, error) {
 	name := live.Shadow.ConfigFile
 	if name == "" {
 		return nil, nil
@@ -27,7 +29,11 @@ func LoadCandidate(live *Config, livePath string, getenv func(string) (string, b
 	if !filepath.IsAbs(name) && livePath != "" {
 		name = filepath.Join(filepath.Dir(livePath), name)
 	}
-	c, err := LoadAndCheck(name, getenv)
+	load := Load
+	if checkEnv {
+		load = LoadAndCheck
+	}
+	c, err := load(name, getenv)
 	var ps Problems
 	switch {
 	case errors.As(err, &ps):

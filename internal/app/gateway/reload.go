@@ -135,7 +135,7 @@ func (rl *reloader) tryReload(trigger string) {
 	cfg, err := config.Load(rl.path, rl.getenv)
 	var cand *config.Config
 	if err == nil {
-		cand, err = config.LoadCandidate(cfg, rl.path, rl.getenv)
+		cand, err = config.LoadCandidate(cfg, rl.path, rl.getenv, false)
 	}
 	rl.candidate, rl.candDigest = candidatePath(cfg, rl.path), filedigest.Digest{}
 	if rl.candidate != "" {

@@ -253,7 +253,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.RateLimitRedisAddr != "" {
 		cfg.RateLimit.Backend = "redis"
 	}
-	cand, err := config.LoadCandidate(cfg, configPath, getenv)
+	cand, err := config.LoadCandidate(cfg, configPath, getenv, true)
 	if err != nil {
 		t.Fatalf("shadow candidate: %v", err)
 	}
