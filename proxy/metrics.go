@@ -165,8 +165,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 //	faxgate_upstream_budget_refused_total{caller,limit} C·L
 //	faxgate_upstream_budget_wait_seconds{caller}       C histograms, with upstream_budget.max_wait > 0
 //
+// With a shadow candidate in force, faxgate_shadow_decisions_total{caller,
+// route,live,candidate} starts at C·R (both outcomes allowed).
+//
 // 20 callers, 20 route names (R = 20), the one sensitive numbers.delete and
-// 2 limits make 21 + 20 + 20 + 20 + 40 = 121 series; the full cross product
+// 2 limits make 21 + 20 + 20 + 40 + 20 + 40 = 161 series; the full cross product
 // of faxgate_denied_total alone (21 callers × 20 routes × 19 reasons) would
 // be 7,980.
 func (m *Metrics) startSeries(r *policy.Rules) {
