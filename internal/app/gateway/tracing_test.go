@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,8 +261,21 @@ func noSecrets(t *testing.T, col *otlptest.Collector, secrets map[string]string)
 // the new token, all children of the request's span.
 func TestTracingResendAfter401(t *testing.T) {
 	col := otlptest.Start(t, otlptest.Accept)
-	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1)})
+	// Once the token is revoked, the token endpoint answers slowly, so
+	// that the resend waits for the new token: a renewal done before the
+	// resend asks (a busy machine's scheduling) would leave no wait to see.
+	var slowAuth atomic.Bool
+	g := gatewaytest.Start(t, gatewaytest.Options{Config: traceCallers + tracingYAML(col.URL, 1),
+		Wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if slowAuth.Load() && r.URL.Path == "/v1/auth" {
+					time.Sleep(300 * time.Millisecond) // models a slow token endpoint
+				}
+				h.ServeHTTP(w, r)
+			})
+		}})
 	old := g.Tokens.Current().Value.Reveal()
+	slowAuth.Store(true)
 	g.Sim.RevokeTokens()
 	resp, body := g.Do(t, "POST", "/v1/contacts/list", `{}`, "Content-Type", "application/json")
 	if resp.StatusCode != 200 {
