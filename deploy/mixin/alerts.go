@@ -201,6 +201,20 @@ func alerts(s sel) []alert {
 			Description: "{{ $labels.route }} of {{ $labels.namespace }}/{{ $labels.job }} needed more than 10 resends after a 401 in 15 minutes, for 15 minutes: the token is being revoked or replicas renew separately.",
 		},
 		{
+			Name:      "FaxgateUpstreamProxyFailing",
+			FirstStep: "Read the `the egress proxy ...` warn lines' `reason` and `status`: `auth` is the proxyAuth Secret, `unreachable` the proxy's address or the egress NetworkPolicy, `refused` the proxy's own rules.",
+			// Failures in every 3-minute window for 5 minutes: one failure
+			// (a proxy restarting, a connection dropped, which resends
+			// usually hide) keeps the rate above 0 for one window, shorter
+			// than the for:, and never fires; a proxy that refuses every
+			// request does at the fifth minute.
+			Expr:        fmt.Sprintf("sum by (%s, reason) (rate(%s[%s])) > 0", scope, s.m("faxgate_upstream_proxy_errors_total"), proxyFailureWindow),
+			For:         "5m",
+			Severity:    "warning",
+			Summary:     "The egress proxy keeps failing.",
+			Description: "The egress proxy of {{ $labels.namespace }}/{{ $labels.job }} has failed ({{ $labels.reason }}) again and again for 5 minutes: requests through it that their resends cannot save get 502 upstream_unavailable, and token renewals through it fail.",
+		},
+		{
 			Name:      "FaxgateCallerRateLimited",
 			FirstStep: "Tell the caller's owners; raise its `rate_limit` if the traffic is legitimate.",
 			Expr: fmt.Sprintf("sum by (%[1]s, caller) (rate(%[2]s[5m]))\n  / sum by (%[1]s, caller) (rate(%[3]s[5m])) > %[4]s\nand sum by (%[1]s, caller) (increase(%[3]s[5m])) >= %[5]d",

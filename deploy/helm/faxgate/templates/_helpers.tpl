@@ -78,14 +78,63 @@ app.kubernetes.io/component: test
 {{- define "faxgate.apiKeyDir" -}}/etc/faxgate/api-key{{- end }}
 {{- define "faxgate.tlsDir" -}}/etc/faxgate/tls{{- end }}
 {{- define "faxgate.clientCADir" -}}/etc/faxgate/client-ca{{- end }}
+{{- define "faxgate.proxyAuthDir" -}}/etc/faxgate/proxy-auth{{- end }}
 
 {{/*
 faxgate.yaml: .Values.config with the keys the chart owns set from the
-chart's values (the container ports, the mounted API key, the Redis and
-sentinel passwords' environment variables, the TLS files).
+chart's values, and shadow.config_file pointing at shadow.yaml when
+shadowConfig is set (a relative name: faxgate reads it from the live file's
+directory, the same ConfigMap's).
 */}}
 {{- define "faxgate.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- if .Values.shadowConfig }}
+{{- $_ := set $cfg "shadow" (dict "config_file" "shadow.yaml") }}
+{{- end }}
+{{- include "faxgate.ownedKeys" (dict "root" . "cfg" $cfg) }}
+{{- end }}
+
+{{/*
+shadow.yaml, the shadow candidate: .Values.config with .Values.shadowConfig
+merged over it (faxgate.mergeInto) and the keys the chart owns set as in
+faxgate.yaml, so that it differs from the live file only where shadowConfig
+says; without a shadow section of its own (the candidate's is not read).
+*/}}
+{{- define "faxgate.shadowConfig" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- $_ := unset $cfg "shadow" }}
+{{- $_ := include "faxgate.mergeInto" (list $cfg (deepCopy .Values.shadowConfig)) }}
+{{- include "faxgate.ownedKeys" (dict "root" . "cfg" $cfg) }}
+{{- end }}
+
+{{/*
+faxgate.mergeInto merges the second dict of a list into the first, in place:
+a mapping key by key, anything else (a list, a single value, null) replacing
+the first's whole. Not sprig's merge, where the first dict wins, nor its
+mergeOverwrite, whose handling of empty values (false, 0, "", [], null: the
+values that turn a setting off) follows the mergo release Helm links:
+these rules are the chart's own, and its tests hold them.
+*/}}
+{{- define "faxgate.mergeInto" -}}
+{{- $dst := index . 0 }}
+{{- range $k, $v := index . 1 }}
+{{- if and (kindIs "map" $v) (kindIs "map" (get $dst $k)) }}
+{{- $_ := include "faxgate.mergeInto" (list (get $dst $k) $v) }}
+{{- else }}
+{{- $_ := set $dst $k $v }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+faxgate.ownedKeys renders a configuration (dict "root" $ "cfg" $cfg) with the
+keys the chart owns set from the chart's values (the container ports, the
+mounted API key and proxy credentials, the Redis and sentinel passwords'
+environment variables, the TLS files), as YAML.
+*/}}
+{{- define "faxgate.ownedKeys" -}}
+{{- $cfg := .cfg }}
+{{- with .root }}
 {{- $server := get $cfg "server" | default dict }}
 {{- $_ := set $server "listen" ":8080" }}
 {{- if .Values.tls.existingSecret }}
@@ -112,6 +161,9 @@ the metrics Service's, which helm test and in-cluster clients use. */}}
 {{- $_ := set $cfg "rate_limit" $rl }}
 {{- $upstream := get $cfg "upstream" | default dict }}
 {{- $_ := set $upstream "api_key_file" (printf "%s/%s" (include "faxgate.apiKeyDir" .) .Values.apiKey.key) }}
+{{- if .Values.proxyAuth.existingSecret }}
+{{- $_ := set $upstream "proxy_auth_file" (printf "%s/%s" (include "faxgate.proxyAuthDir" .) .Values.proxyAuth.key) }}
+{{- end }}
 {{- $_ := set $cfg "upstream" $upstream }}
 {{- if .Values.redisPassword.existingSecret }}
 {{- $redis := get $cfg "redis" | default dict }}
@@ -122,6 +174,7 @@ the metrics Service's, which helm test and in-cluster clients use. */}}
 {{- $redis := get $cfg "redis" | default dict }}
 {{- $_ := set $redis "sentinel_password_env" "FAXGATE_REDIS_SENTINEL_PASSWORD" }}
 {{- $_ := set $cfg "redis" $redis }}
+{{- end }}
 {{- end }}
 {{- toYaml $cfg }}
 {{- end }}
