@@ -95,7 +95,7 @@ func checkRendered(t *testing.T, rendered string) (live, cand *config.Config) {
 	if err != nil {
 		t.Fatalf("faxgate check refuses the rendered config: %v\n%s", err, text)
 	}
-	cand, err = config.LoadCandidate(live, path, getenv)
+	cand, err = config.LoadCandidate(live, path, getenv, true)
 	if err != nil {
 		t.Fatalf("faxgate check refuses the rendered shadow candidate: %v\n%s", err, data["shadow.yaml"])
 	}
