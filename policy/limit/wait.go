@@ -48,71 +48,6 @@ type Outcome struct {
 	Limit     string
 }
 
-// HoldKey is the queue of the requests waiting for route's hold to end.
-func HoldKey(route string) string { return "hold\x00" + route }
-
-// WaitKey is the queue a request refused with d waits in: the refusing
-// window's pool, or caller's own cap there.
-func (d BudgetDecision) WaitKey(caller string) string {
-	if d.Capped {
-		return "cap\x00" + d.Limit + "\x00" + d.Window + "\x00" + caller
-	}
-	return PoolKey(d.Limit, d.Window)
-}
-
-// PoolKey is the queue of the requests waiting for the unreserved pool of
-// limit's window (the route name, "" for the tenant).
-func PoolKey(limit, window string) string { return "pool\x00" + limit + "\x00" + window }
-
-// WaitRequest is a request asking to go upstream with waiting on.
-type WaitRequest struct {
-	Caller string
-	// MaxWait and MaxWaiting are upstream_budget's.
-	MaxWait    time.Duration
-	MaxWaiting int
-	// Keys are the queues the request must not overtake, most binding
-	// first: its route's hold, then each window it counts in (WaitKeys).
-	Keys []string
-	// Reserved[i]: Caller holds a reserve in Keys[i]'s window, so it may
-	// ask ahead of that queue.
-	Reserved []bool
-	// First puts the request ahead of callers without a reserve in a
-	// hold's queue.
-	First bool
-	// Head puts the request at the head of a hold's queue, ahead of every
-	// other waiter: it was sent once, and the vendor's 429 made the hold.
-	Head bool
-}
-
-// WaitKeys are the queues a request of caller to route counts in under b
-// (hold first when honour is set), with whether caller holds a reserve in
-// each, for WaitRequest.
-func WaitKeys(b Budget, caller, route string, honour bool) (keys []string, reserved []bool, first bool) {
-	if honour {
-		keys, reserved = append(keys, HoldKey(route)), append(reserved, false)
-	}
-	var limits []*budgetLimit
-	switch bb := b.(type) {
-	case *LocalBudget:
-		limits = bb.limits
-	case *RedisBudget:
-		limits = bb.limits
-	}
-	for _, l := range limits {
-		r, ok := l.windowRoute(route)
-		if !ok {
-			continue
-		}
-		has := l.reserve[caller] > 0
-		first = first || has
-		d := BudgetDecision{Limit: l.name, Window: r}
-		keys, reserved = append(keys, d.WaitKey(caller)), append(reserved, has)
-		d.Capped = true
-		keys, reserved = append(keys, d.WaitKey(caller)), append(reserved, false)
-	}
-	return keys, reserved, first
-}
-
 // DefaultWaitGuard is how long after its admission time a waiting request
 // asks again. A burst admitted at once reaches the vendor spread by its
 // transit time; the requests that wait for its slots are admitted together
@@ -274,51 +209,6 @@ func (l *Waitlist) Admit(ctx context.Context, r WaitRequest, decide Decide) (Out
 // the pool queues (PoolKey) whose windows may admit it from its own reserve
 // only (Budget.Admit); nil when it waits in a queue itself.
 type Decide func(ctx context.Context, reserveOnly []string) Outcome
-
-// room makes a place for a request of caller among the maxWaiting waiters
-// of this replica: there is one free, or caller has fewer waiters than the
-// caller with the most, whose newest waiter then gives its place up and
-// gets its 429 at once. So one caller queued on its own cap or share never
-// keeps other callers from waiting (docs/upstream-budget.md#waiting-instead-of-refusing).
-func (l *Waitlist) room(caller string, maxWaiting int, now time.Time) bool {
-	if l.n < maxWaiting {
-		return true
-	}
-	big, most := "", 0
-	for c, n := range l.byCaller {
-		if n > most || n == most && c < big {
-			big, most = c, n
-		}
-	}
-	if l.byCaller[caller] >= most {
-		return false
-	}
-	var newest *waiter
-	for _, q := range l.queues {
-		for _, w := range q.ws {
-			if w.caller == big && !w.trying && (newest == nil || w.seq > newest.seq) {
-				newest = w
-			}
-		}
-	}
-	if newest == nil {
-		return false // every one of them is asking right now
-	}
-	q := newest.q
-	out := q.last
-	next := q.ws[0].at
-	if q.ws[0] == newest {
-		next = newest.at
-	}
-	out.RetryAfter = max(next.Sub(now), time.Millisecond)
-	newest.final = &out
-	l.remove(newest, newest.at)
-	signal(newest)
-	if l.evicted != nil {
-		l.evicted.Inc()
-	}
-	return l.n < maxWaiting
-}
 
 // dropIfEmpty forgets q when nobody waits in it (made by queue for a
 // request that then did not join).
