@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
-	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
@@ -82,21 +81,6 @@ rate_limit:
   default: { rps: 100000, burst: 100000 }
 `
 
-// lastAccessLine is the last access line of route.
-func lastAccessLine(t *testing.T, g *gatewaytest.Gateway, route string) map[string]any {
-	t.Helper()
-	var line map[string]any
-	eventually.Eventually(t, 5*time.Second, "the access line of "+route, func() bool {
-		for _, l := range g.LogLines("request") {
-			if l["route"] == route {
-				line = l
-			}
-		}
-		return line != nil
-	})
-	return line
-}
-
 // TestUnsentRequestIsSentAgain: connections reset before the TLS handshake
 // never reached the upstream: the request, body and all, is sent again and
 // answered as if nothing happened; each attempt is counted, and a request
@@ -128,7 +112,7 @@ func TestUnsentRequestIsSentAgain(t *testing.T) {
 		if resp.StatusCode != tc.status {
 			t.Fatalf("%d resets: %d %s, want %d", tc.resets, resp.StatusCode, body, tc.status)
 		}
-		if line := lastAccessLine(t, g, "contacts.create"); line["attempts"] != float64(tc.attempts) {
+		if line := g.LastAccessLine(t, "contacts.create"); line["attempts"] != float64(tc.attempts) {
 			t.Errorf("%d resets: attempts %v, want %d", tc.resets, line["attempts"], tc.attempts)
 		}
 		want := 0
@@ -178,7 +162,7 @@ func TestMaybeSentIsNotSentAgain(t *testing.T) {
 	if resp.StatusCode != 502 || count("POST /v1/contacts/create") != 1 {
 		t.Errorf("POST reset after it was read: %d, upstream saw it %d times; want 502, once", resp.StatusCode, count("POST /v1/contacts/create"))
 	}
-	if line := lastAccessLine(t, g, "contacts.create"); line["attempts"] != 1.0 {
+	if line := g.LastAccessLine(t, "contacts.create"); line["attempts"] != 1.0 {
 		t.Errorf("POST: attempts %v, want 1", line["attempts"])
 	}
 	resp, _ = g.Do(t, "GET", "/v1/esign_templates", "")
@@ -237,7 +221,7 @@ func TestVendor429IsWaitedOut(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Fatalf("%d %s, want %d", resp.StatusCode, body, tc.want)
 			}
-			line := lastAccessLine(t, g, "contacts.create")
+			line := g.LastAccessLine(t, "contacts.create")
 			retried := testutil.ToFloat64(g.Metrics.Proxy.UpstreamRetries.WithLabelValues("contacts.create", "throttled"))
 			if tc.want == 429 {
 				if body != `{"status":0,"message":"Too Many Attempts."}` || line["attempts"] != 1.0 || retried != 0 {

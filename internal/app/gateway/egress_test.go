@@ -123,7 +123,7 @@ func TestEgressProxyHTTPSThroughConnect(t *testing.T) {
 	if got := testutil.ToFloat64(g.Metrics.Proxy.UpstreamProxyErrors.WithLabelValues("auth")); got != 3 {
 		t.Errorf("faxgate_upstream_proxy_errors_total{reason=auth} = %v, want 3 (the attempt and its two resends)", got)
 	}
-	if line := lastRequestLine(t, g, "contacts.list"); line["attempts"] != 3.0 || line["upstream_status"] != 0.0 {
+	if line := g.LastAccessLine(t, "contacts.list"); line["attempts"] != 3.0 || line["upstream_status"] != 0.0 {
 		t.Errorf("access line %v, want 3 attempts and no upstream status", line)
 	}
 	var warned map[string]any
@@ -198,7 +198,7 @@ func TestEgressProxyUnreachableIsUnsent(t *testing.T) {
 	if resp.StatusCode != 502 || !strings.Contains(body, `"error":"upstream_unavailable"`) {
 		t.Fatalf("with the proxy gone: %d %s, want 502 upstream_unavailable", resp.StatusCode, body)
 	}
-	line := lastRequestLine(t, g, "contacts.list")
+	line := g.LastAccessLine(t, "contacts.list")
 	if line["attempts"] != 3.0 {
 		t.Errorf("attempts %v on the access line, want 3 (one and two resends)", line["attempts"])
 	}
@@ -211,19 +211,4 @@ func TestEgressProxyUnreachableIsUnsent(t *testing.T) {
 	if len(g.LogLines("the egress proxy could not be reached")) == 0 {
 		t.Error("no warn line says the proxy could not be reached")
 	}
-}
-
-// lastRequestLine is the last access line of route.
-func lastRequestLine(t *testing.T, g *gatewaytest.Gateway, route string) map[string]any {
-	t.Helper()
-	var line map[string]any
-	eventually.Eventually(t, 5*time.Second, "the access line of "+route, func() bool {
-		for _, l := range g.LogLines("request") {
-			if l["route"] == route {
-				line = l
-			}
-		}
-		return line != nil
-	})
-	return line
 }

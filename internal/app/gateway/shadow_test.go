@@ -94,11 +94,11 @@ func TestShadowDeniesEverythingNothingChanges(t *testing.T) {
 	if got := decisions(g, "contacts.list", "allowed", "allowed"); got != 0 {
 		t.Errorf("the candidate agreed %v times", got)
 	}
-	line := lastRequestLine(t, g, "contacts.list")
+	line := g.LastAccessLine(t, "contacts.list")
 	if line["shadow"] != "unidentified_caller" || line["status"] != float64(200) {
 		t.Errorf("access line %v, want status 200 and shadow unidentified_caller", line)
 	}
-	if l := lastRequestLine(t, plain, "contacts.list"); l["shadow"] != nil {
+	if l := plain.LastAccessLine(t, "contacts.list"); l["shadow"] != nil {
 		t.Errorf("an access line without a candidate carries shadow: %v", l)
 	}
 
@@ -134,7 +134,7 @@ func TestShadowGrantsNothing(t *testing.T) {
 	if got := decisions(g, "numbers.delete", "forbidden", "allowed"); got != 1 {
 		t.Errorf("faxgate_shadow_decisions_total{numbers.delete, forbidden, allowed} = %v, want 1", got)
 	}
-	if line := lastRequestLine(t, g, "numbers.delete"); line["shadow"] != "allowed" {
+	if line := g.LastAccessLine(t, "numbers.delete"); line["shadow"] != "allowed" {
 		t.Errorf("access line %v, want shadow allowed", line)
 	}
 	var audit []map[string]any
@@ -242,7 +242,7 @@ func TestShadowRedisStalled(t *testing.T) {
 		t.Errorf("the removed candidate's series is still %v", got)
 	}
 	g.Do(t, "POST", "/v1/contacts/list", `{}`)
-	if line := lastRequestLine(t, g, "contacts.list"); line["shadow"] != nil {
+	if line := g.LastAccessLine(t, "contacts.list"); line["shadow"] != nil {
 		t.Errorf("a request after the removal carries shadow: %v", line)
 	}
 	if got := decisions(g, "contacts.list", "allowed", "allowed") + decisions(g, "contacts.list", "allowed", "rate_limited"); got != 0 {

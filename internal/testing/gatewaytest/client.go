@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/testing/eventually"
 )
 
 // Do sends a request to the gateway and returns the response with its body read.
@@ -105,6 +107,22 @@ func (g *Gateway) TLSClient(t testing.TB, cert *tls.Certificate, h2 bool) *http.
 
 // Logs returns every log line written so far.
 func (g *Gateway) Logs() string { return g.logs.String() }
+
+// LastAccessLine waits for an access line of route, then returns the last
+// one written so far.
+func (g *Gateway) LastAccessLine(t testing.TB, route string) map[string]any {
+	t.Helper()
+	var line map[string]any
+	eventually.Eventually(t, 5*time.Second, "the access line of "+route, func() bool {
+		for _, l := range g.LogLines("request") {
+			if l["route"] == route {
+				line = l
+			}
+		}
+		return line != nil
+	})
+	return line
+}
 
 // LogLines returns the log lines whose msg is msg, decoded.
 func (g *Gateway) LogLines(msg string) []map[string]any { return g.logs.Lines(msg) }
