@@ -47,6 +47,22 @@ upstream_budget:
 // contacts.details, so its contacts.list requests are differences.
 var candidate = strings.Replace(callers, `allow: ["*"]`, `allow: ["contacts.details"]`, 1)
 
+// browser starts headless chromium (exe) for the test, its window as the
+// screenshots have it, and returns its context: 90 s for the whole test,
+// everything closed at its end.
+func browser(t *testing.T, exe string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 1400), chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
 // chromium finds the browser: $FAXGATE_CHROMIUM, else Debian's chromium
 // on PATH. Without one the test skips loudly, and fails with CI=true: CI
 // must never pass by skipping.
@@ -121,15 +137,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1400), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx := browser(t, exe)
 
 	var seen requests
 	if err := chromedp.Listen(ctx, func(ev any) {

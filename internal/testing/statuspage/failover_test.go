@@ -3,7 +3,6 @@
 package statuspage_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,15 +29,7 @@ func TestStatusPageDuringFailover(t *testing.T) {
 		Addrs: s.SentinelAddrs(), MasterName: s.MasterName, Password: "data-pw", SentinelPassword: "sentinel-pw"}})
 	old := s.Primary(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 1400), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx := browser(t, exe)
 	if err := chromedp.Do(ctx, chromedp.Navigate(g.AdminURL+"/"), chromedp.WaitVisible(chromedp.CSS("#redis"))); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
