@@ -21,6 +21,10 @@ shadow:
   config_file: candidate.yaml
 `
 
+// shadowCandidateYAML is the live file without its shadow key: a
+// candidate with the same rules.
+var shadowCandidateYAML = strings.TrimSuffix(shadowLiveYAML, "shadow:\n  config_file: candidate.yaml\n")
+
 // TestCheckShadowCandidate: check loads the candidate as it loads the live
 // file, says which sections it differs in, and refuses a candidate that
 // does not load, each problem with the candidate's name and YAML path;
@@ -32,17 +36,18 @@ func TestCheckShadowCandidate(t *testing.T) {
 		code            int
 		want            string // stdout, with DIR for the files' directory
 	}{
-		{"the same rules", shadowLiveYAML, 0,
+		{"the same rules", shadowCandidateYAML, 0,
 			"DIR/live.yaml: ok\ncandidate.yaml: ok, shadow candidate: the same rules as the live file\n"},
-		{"tighter", strings.Replace(shadowLiveYAML, `allow: ["contacts.*"]`,
+		{"tighter", strings.Replace(shadowCandidateYAML, `allow: ["contacts.*"]`,
 			`allow: ["contacts.list"]`+"\n      rate_limit: { rps: 1, burst: 2 }", 1), 0,
 			"DIR/live.yaml: ok\ncandidate.yaml: ok, shadow candidate: differs from the live file in callers\n"},
-		{"a budget", shadowLiveYAML + "upstream_budget:\n  limits:\n    - { name: tenant, scope: tenant, requests: 10, per: 1m }\n", 0,
+		{"a budget", shadowCandidateYAML + "upstream_budget:\n  limits:\n    - { name: tenant, scope: tenant, requests: 10, per: 1m }\n", 0,
 			"DIR/live.yaml: ok\ncandidate.yaml: ok, shadow candidate: differs from the live file in upstream_budget\n"},
-		{"broken", strings.Replace(shadowLiveYAML, "10.0.0.0/8", "10.0.0/8", 1), 1,
+		{"broken", strings.Replace(shadowCandidateYAML, "10.0.0.0/8", "10.0.0/8", 1), 1,
 			`DIR/candidate.yaml: callers.list[0].cidrs[0]: invalid CIDR "10.0.0/8"` + "\n"},
-		{"shared limits without Redis", shadowLiveYAML + "rate_limit:\n  backend: redis\nredis:\n  addrs: [\"127.0.0.1:6379\"]\n", 1,
+		{"shared limits without Redis", shadowCandidateYAML + "rate_limit:\n  backend: redis\nredis:\n  addrs: [\"127.0.0.1:6379\"]\n", 1,
 			"DIR/candidate.yaml: rate_limit.backend: \"redis\" in a candidate needs the live configuration to use Redis: the candidate shares its connection\n"},
+		{"a candidate of its own", shadowLiveYAML, 1, ""},
 		{"missing", "", 1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,7 +65,7 @@ func TestCheckShadowCandidate(t *testing.T) {
 			if r.code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
 			}
-			if tc.want == "" { // missing: one line naming the key and the file
+			if tc.want == "" { // one line naming the key and the file
 				out := r.stdout + r.stderr
 				if len(lines(out)) != 1 || !strings.Contains(out, "shadow.config_file") || !strings.Contains(out, "candidate.yaml") {
 					t.Errorf("output %q, want one line naming shadow.config_file and the file", out)

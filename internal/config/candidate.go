@@ -45,6 +45,11 @@ func LoadCandidate(live *Config, livePath string, getenv func(string) (string, b
 	case err != nil:
 		return nil, Problems{{Path: "shadow.config_file", Message: fmt.Sprintf("cannot read the candidate %q: %v", name, errors.Unwrap(err))}}
 	}
+	if c.Shadow.ConfigFile != "" {
+		// Only the live file's candidate is read: a key that would be
+		// ignored is refused instead.
+		return nil, Problems{{Path: name, Message: "shadow.config_file: a candidate has no candidate of its own; remove the key from the candidate"}}
+	}
 	if c.RateLimit.Backend == "redis" && !live.UsesRedis() {
 		return nil, Problems{{Path: name, Message: `rate_limit.backend: "redis" in a candidate needs the live configuration to use Redis: the candidate shares its connection`}}
 	}
