@@ -27,15 +27,13 @@ var errNotReplayable = errors.New("request body was not kept for a resend")
 
 // replayPool hands out copy chunks and holds the process-wide cap.
 type replayPool struct {
-	chunks sync.Pool
+	chunks *chunkArena
 	limit  int64
 	held   atomic.Int64
 }
 
 func newReplayPool(limit int64) *replayPool {
-	p := &replayPool{limit: limit}
-	p.chunks.New = func() any { return new([replayChunk]byte) }
-	return p
+	return &replayPool{limit: limit, chunks: &chunkArena{size: int(limit / replayChunk)}}
 }
 
 // get reserves one chunk under the cap; nil when the cap is reached.
@@ -44,11 +42,15 @@ func (p *replayPool) get() *[replayChunk]byte {
 		p.held.Add(-replayChunk)
 		return nil
 	}
-	return p.chunks.Get().(*[replayChunk]byte)
+	c := p.chunks.get()
+	if c == nil {
+		p.held.Add(-replayChunk)
+	}
+	return c
 }
 
 func (p *replayPool) put(c *[replayChunk]byte) {
-	p.chunks.Put(c)
+	p.chunks.put(c)
 	p.held.Add(-replayChunk)
 }
 

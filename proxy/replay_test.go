@@ -158,3 +158,53 @@ func TestReadAllCountsUnderTheCap(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkArenaHandsOutItsRegionOnly: nothing is mapped until a chunk is
+// asked for; the chunks are distinct pieces of one region, as many as fit
+// in the cap and no more; a returned chunk is the next one handed out.
+func TestChunkArenaHandsOutItsRegionOnly(t *testing.T) {
+	a := &chunkArena{size: 3}
+	if a.mem != nil {
+		t.Fatal("region mapped before any chunk was asked for")
+	}
+	var got []*[replayChunk]byte
+	for range 3 {
+		c := a.get()
+		if c == nil {
+			t.Fatalf("chunk %d of 3 refused", len(got)+1)
+		}
+		c[0], c[replayChunk-1] = byte(len(got)+1), byte(len(got)+1) // writable end to end
+		got = append(got, c)
+	}
+	if c := a.get(); c != nil {
+		t.Fatal("a fourth chunk from a region of three")
+	}
+	for i, c := range got {
+		if c[0] != byte(i+1) || c[replayChunk-1] != byte(i+1) {
+			t.Errorf("chunk %d overlaps another", i)
+		}
+		if &c[0] != &a.mem[i*replayChunk] {
+			t.Errorf("chunk %d is not the region's chunk %d", i, i)
+		}
+	}
+	a.put(got[1])
+	if c := a.get(); c != got[1] {
+		t.Error("the returned chunk was not the next one handed out")
+	}
+}
+
+// TestReplayPoolGivesBackItsReservation: a chunk the arena cannot give
+// leaves nothing counted under the cap.
+func TestReplayPoolGivesBackItsReservation(t *testing.T) {
+	pool := newReplayPool(2 * replayChunk)
+	pool.chunks.size = 1 // the region holds one chunk though the cap allows two
+	if pool.get() == nil {
+		t.Fatal("first chunk refused")
+	}
+	if pool.get() != nil {
+		t.Fatal("a chunk beyond the region")
+	}
+	if held := pool.held.Load(); held != replayChunk {
+		t.Errorf("held %d after a refused chunk, want %d", held, replayChunk)
+	}
+}

@@ -38,7 +38,12 @@ import (
 )
 
 const (
-	sniffBufSize = 16 << 10
+	// sniffBufSize is the sniffer's buffer on a new connection: the size
+	// of the server's own read buffer, which almost every request head fits
+	// in. Every open connection holds one, so it is kept small; a longer
+	// head grows it (up to maxSniffBuf), and a body read while nothing is
+	// held goes straight into the server's buffer instead.
+	sniffBufSize = 4 << 10
 	// maxSniffBuf bounds the sniffer's buffer: a held head is refused once
 	// it passes MaxHeaderBytes, so it always fits.
 	maxSniffBuf = 2 * MaxHeaderBytes
