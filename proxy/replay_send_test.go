@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"unsafe"
+)
+
+// chunkWrites records what is written to it, and whether each write's bytes
+// lay in the arena's region.
+type chunkWrites struct {
+	bytes.Buffer
+	region     []byte
+	fromRegion int
+	writes     int
+}
+
+func (w *chunkWrites) Write(p []byte) (int, error) {
+	w.writes++
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(w.region)))
+	if a := uintptr(unsafe.Pointer(&p[0])); a >= start && a < start+uintptr(len(w.region)) {
+		w.fromRegion++
+	}
+	return w.Buffer.Write(p)
+}
+
+// TestBodySendsItselfFromTheCopy: an upload the transport hands to the
+// upstream connection's ReadFrom is written from the copy's chunks, with
+// no buffer between, after the part the transport had read the ordinary
+// way; what arrives is the body, and the copy is whole for a resend.
+func TestBodySendsItselfFromTheCopy(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80,000 bytes: three chunks
+	pool := newReplayPool(1 << 20)
+	rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), pool, retryBufferMax)
+	guard := &guardedBody{rc: rb}
+	head := make([]byte, 3700) // what net/http's 4 KiB write buffer takes first
+	if _, err := io.ReadFull(guard, head); err != nil {
+		t.Fatal(err)
+	}
+	w := &chunkWrites{}
+	rest := &io.LimitedReader{R: guard, N: int64(len(body) - len(head))}
+	c := &upstreamConn{Conn: writerConn{w: w}}
+	pool.chunks.mu.Lock() // the region was mapped for the head's chunk
+	w.region = pool.chunks.mem
+	pool.chunks.mu.Unlock()
+	n, err := c.ReadFrom(rest)
+	if err != nil || n != int64(len(body)-len(head)) || rest.N != 0 {
+		t.Fatalf("ReadFrom: %d, %v (left %d)", n, err, rest.N)
+	}
+	if got := append(head, w.Bytes()...); !bytes.Equal(got, body) {
+		t.Fatal("the upstream got other bytes than the body")
+	}
+	if w.writes == 0 || w.fromRegion != w.writes {
+		t.Errorf("%d of %d writes came from the copy's chunks", w.fromRegion, w.writes)
+	}
+	if _, err := io.Copy(io.Discard, guard); err != nil { // the transport reads on to EOF
+		t.Fatal(err)
+	}
+	again, err := rb.getBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resent, _ := io.ReadAll(again); !bytes.Equal(resent, body) {
+		t.Error("the copy for a resend is not the body")
+	}
+}
+
+// TestBodySendsOnPastTheCap: a body whose copy passes the cap midway
+// still reaches the upstream whole, and its chunks go back at once.
+func TestBodySendsOnPastTheCap(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 100<<10)
+	pool := newReplayPool(2 * replayChunk)
+	rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), pool, retryBufferMax)
+	guard := &guardedBody{rc: rb}
+	var w bytes.Buffer
+	n, err := (&upstreamConn{Conn: writerConn{w: &w}}).ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))})
+	if err != nil || n != int64(len(body)) || !bytes.Equal(w.Bytes(), body) {
+		t.Fatalf("sent %d (%v), upstream got %d bytes", n, err, w.Len())
+	}
+	if held := pool.held.Load(); held != 0 {
+		t.Errorf("%d bytes held by a copy given up", held)
+	}
+	if _, err := rb.getBody(); !errors.Is(err, errNotReplayable) {
+		t.Errorf("a copy given up is replayable: %v", err)
+	}
+}
+
+// TestBodySendStopsAtTheExchangeEnd: once the exchange is over (the guard
+// closed, the handler done), nothing more of the caller's body is read,
+// and the chunks are back.
+func TestBodySendStopsAtTheExchangeEnd(t *testing.T) {
+	pool := newReplayPool(1 << 20)
+	rb := newReplayBody(io.NopCloser(bytes.NewReader(make([]byte, 100<<10))), pool, retryBufferMax)
+	guard := &guardedBody{rc: rb}
+	var w bytes.Buffer
+	if _, err := guard.sendTo(&w, 10); err != nil {
+		t.Fatal(err)
+	}
+	guard.Close()
+	rb.attemptDone()
+	rb.done()
+	if n, err := guard.sendTo(&w, 1000); n != 0 || !errors.Is(err, errBodyClosed) {
+		t.Fatalf("after the end: sent %d, %v", n, err)
+	}
+	if held := pool.held.Load(); held != 0 {
+		t.Errorf("%d bytes held after the exchange", held)
+	}
+}
+
+// writerConn is a net.Conn that only writes, to w.
+type writerConn struct {
+	net.Conn
+	w io.Writer
+}
+
+func (c writerConn) Write(p []byte) (int, error) { return c.w.Write(p) }
