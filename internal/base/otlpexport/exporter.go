@@ -121,7 +121,7 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		}
 		wait := max(backoff, retryAfter)
 		if e.o.Clock.Now().Add(wait).After(deadline) {
-			return e.fail(attempt, fmt.Errorf("%w; the next try (in %v) would end after the export's %v", err, wait, e.o.Timeout))
+			return e.fail(attempt, fmt.Errorf("%w; a retry in %v falls outside the export's %v", err, wait, e.o.Timeout))
 		}
 		if !clock.Sleep(ctx, e.o.Clock, wait) {
 			return e.fail(attempt, fmt.Errorf("%w; waiting to retry: %w", err, context.Cause(ctx)))
