@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/faxgate/faxgate/internal/base/clock"
+	"github.com/faxgate/faxgate/internal/base/otlpexport"
 	"github.com/faxgate/faxgate/internal/config"
 	"github.com/faxgate/faxgate/tokencache"
 )
@@ -40,7 +40,7 @@ const (
 // tracerName is the instrumentation scope of every span faxgate makes.
 const tracerName = "github.com/faxgate/faxgate"
 
-// newTracing builds the tracer provider of cfg.Tracing: an OTLP/HTTP
+// newTracing builds the tracer provider of cfg.Tracing: faxgate's OTLP/HTTP
 // (protobuf) exporter behind a batch processor, the sampler of
 // requestSampler, and a resource with service.name and service.version only.
 // It makes no connection; the exporter dials on its first batch.
@@ -49,8 +49,6 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 	if err != nil { // validated by config
 		return nil, fmt.Errorf("tracing.endpoint: invalid URL")
 	}
-	// Explicit values for everything, so that no OTEL_EXPORTER_OTLP_*
-	// variable of the process changes what the config says.
 	headers := map[string]string{}
 	if cfg.HeadersEnv != "" {
 		v, ok := getenv(cfg.HeadersEnv)
@@ -61,18 +59,19 @@ func newTracing(cfg config.Tracing, getenv func(string) (string, bool), version 
 			return nil, fmt.Errorf("tracing.headers_env: environment variable %q %s", cfg.HeadersEnv, err.Error())
 		}
 	}
-	opts := []otlptracehttp.Option{
-		otlptracehttp.WithEndpoint(u.Host),
-		otlptracehttp.WithURLPath(path.Join("/", u.Path, "v1/traces")),
-		otlptracehttp.WithHeaders(headers),
-		otlptracehttp.WithHTTPClient(exportClient()),
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: traceRetryFirst,
-			MaxInterval: traceRetryMax, MaxElapsedTime: traceExportTimeout}),
-	}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	exp, err := otlptrace.New(context.Background(), otlptracehttp.NewClient(opts...))
+	// The SDK's batch processor keeps real time, and so do the exporter's
+	// retries: the gateway's clock (a fake one in tests) drives renewals,
+	// not tracing.
+	exp, err := otlpexport.New(otlpexport.Options{
+		URL:        (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: path.Join("/", u.Path, "v1/traces")}).String(),
+		Headers:    headers,
+		UserAgent:  "faxgate/" + version,
+		Client:     exportClient(),
+		Timeout:    traceExportTimeout,
+		RetryFirst: traceRetryFirst,
+		RetryMax:   traceRetryMax,
+		Clock:      clock.Real{},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
