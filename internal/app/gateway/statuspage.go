@@ -1,17 +1,15 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/rand"
 	_ "embed"
 	"encoding/base64"
 	"fmt"
-	"html/template"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/faxgate/faxgate/policy/limit"
@@ -28,13 +26,6 @@ import (
 
 //go:embed statuspage.html
 var statusHTML string
-
-// statusTemplate is parsed when the page is first asked for, not at start:
-// a gateway whose page nobody opens never pages in the template engine,
-// which is some 400 KiB of resident memory (docs/performance.md, Memory).
-var statusTemplate = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("status").Parse(statusHTML))
-})
 
 // refreshEvery is how often the page's script fetches status.json.
 const refreshEvery = 2 * time.Second
@@ -317,16 +308,7 @@ func (g *Gateway) statusPage(w http.ResponseWriter, r *http.Request) {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	n := base64.RawStdEncoding.EncodeToString(nonce[:])
-	var buf bytes.Buffer
-	err := statusTemplate().Execute(&buf, struct {
-		*page
-		Nonce        string
-		RefreshMilli int64
-	}{layout(st), n, refreshEvery.Milliseconds()})
-	if err != nil {
-		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
+	body := renderPage(layout(st), n, refreshEvery.Milliseconds())
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -336,7 +318,7 @@ func (g *Gateway) statusPage(w http.ResponseWriter, r *http.Request) {
 		"'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = io.WriteString(w, body)
 }
 
 // statusJSON is GET /status.json: the same data as the page.
