@@ -48,6 +48,13 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
+	if b.eof.Load() {
+		// The transport reads on past the end (net/http's writeBody reads
+		// a body of known length to EOF once more): the deadline cleared
+		// at the end must stay cleared, or the server's background read
+		// times out and cancels the request while the upstream answers.
+		return 0, io.EOF
+	}
 	if b.timeout > 0 {
 		b.pushDeadline()
 	}

@@ -68,6 +68,7 @@ type leg struct {
 	up             upstreamCtx        // deadline's base: see deadlines
 	outURL         url.URL            // the outgoing request's URL
 	guard          guardedBody        // the outgoing request's body, most often
+	retryGuard     *guardedBody       // the guard of an unsent body's second attempt (transport.go, again)
 	tok            *tokencache.Token  // the token sent upstream, once an attempt was made
 	noToken        bool               // no valid token could be had for the request
 	attempts       int                // upstream attempts made: a 401 resend and every retry count (the access line's attempts)

@@ -160,7 +160,7 @@ func (b *replayBody) copyLocked(p []byte) {
 	}
 	for len(p) > 0 {
 		off := int(b.n % replayChunk)
-		if off == 0 {
+		if b.n == int64(len(b.chunks))*replayChunk { // the last chunk is full (sendTo may leave an empty one)
 			c := b.pool.get()
 			if c == nil {
 				b.dropLocked()

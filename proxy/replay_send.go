@@ -82,7 +82,9 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		b.mu.Lock()
 		b.read = true
 		off := int(b.n % replayChunk)
-		if b.keep && b.refs > 0 && off == 0 {
+		// A new chunk only when the last is full: a Read of nothing leaves
+		// the one taken for it empty, and it is filled next time.
+		if b.keep && b.refs > 0 && b.n == int64(len(b.chunks))*replayChunk {
 			if c := b.pool.get(); c != nil {
 				b.chunks = append(b.chunks, c)
 			} else {

@@ -117,3 +117,55 @@ type writerConn struct {
 }
 
 func (c writerConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// scriptedReader returns its parts one Read at a time; an empty part is a
+// Read of (0, nil), which io.Reader allows.
+type scriptedReader struct{ parts [][]byte }
+
+func (r *scriptedReader) Read(p []byte) (int, error) {
+	if len(r.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.parts[0])
+	if r.parts[0] = r.parts[0][n:]; len(r.parts[0]) == 0 {
+		r.parts = r.parts[1:]
+	}
+	return n, nil
+}
+
+// TestSendToEmptyReadKeepsTheCopyInOrder: a Read of (0, nil) at a chunk
+// boundary must not leave an unfilled chunk in the copy: the resend would
+// send that chunk's stale bytes, another request's body, in its place.
+func TestSendToEmptyReadKeepsTheCopyInOrder(t *testing.T) {
+	pool := newReplayPool(1 << 20)
+	// An earlier request's copy, given back: its chunks hold its bytes.
+	other := newReplayBody(io.NopCloser(bytes.NewReader(bytes.Repeat([]byte("A"), 3*replayChunk))), pool, retryBufferMax)
+	_, _ = io.ReadAll(other)
+	other.Close()
+	other.done()
+
+	b1, b2 := bytes.Repeat([]byte("B"), replayChunk), bytes.Repeat([]byte("C"), 40<<10)
+	body := append(append([]byte{}, b1...), b2...)
+	src := &scriptedReader{parts: [][]byte{b1, {}, b2}}
+	rb := newReplayBody(io.NopCloser(src), pool, retryBufferMax)
+	guard := &guardedBody{rc: rb}
+	var w bytes.Buffer
+	c := &upstreamConn{Conn: writerConn{w: &w}}
+	if n, err := c.ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+		t.Fatalf("ReadFrom: %d, %v", n, err)
+	}
+	if _, err := io.Copy(io.Discard, guard); err != nil { // the transport reads on to EOF
+		t.Fatal(err)
+	}
+	if !bytes.Equal(w.Bytes(), body) {
+		t.Fatal("the upstream got other bytes than the body")
+	}
+	again, err := rb.getBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resent, _ := io.ReadAll(again)
+	if !bytes.Equal(resent, body) {
+		t.Errorf("the resend carries %d bytes of another request's body", bytes.Count(resent, []byte("A")))
+	}
+}

@@ -64,7 +64,7 @@ func (h *Handler) send(r *http.Request, ex *exchange, ctx context.Context) (*htt
 		// once the handler is done.
 		l.guard.rc = r.Body
 		out.Body = &l.guard
-		defer l.guard.Close()
+		defer l.closeGuards()
 	}
 
 	res, err := h.transport.roundTrip(out, ex)
@@ -101,6 +101,15 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 func (b *guardedBody) Close() error {
 	b.closed.Store(true)
 	return nil
+}
+
+// closeGuards ends every read of the caller's body through the outgoing
+// request: the first attempt's and an unsent body's second (again).
+func (l *leg) closeGuards() {
+	l.guard.Close()
+	if l.retryGuard != nil {
+		l.retryGuard.Close()
+	}
 }
 
 // traceState guards the 1xx relay against the final answer, and notes

@@ -46,12 +46,13 @@ func (h *Handler) waitOut(r *http.Request, ex *exchange, res *http.Response) (_ 
 	a := h.opts.Admission.Admit(r.Context(), limit.AdmitRequest{Caller: ex.out.Caller, Route: ex.out.Route,
 		Rules: rules, Resend: true, MaxWait: left})
 	ex.out.Admission.Waited += a.Waited
-	switch {
-	case a.Gone:
-		return nil, false, policy.ErrClientClosed
-	case !a.Allowed:
+	if !a.Allowed || a.Gone {
+		// Not sent again: the reader over the copy holds it until closed.
 		if body != nil {
 			body.Close()
+		}
+		if a.Gone {
+			return nil, false, policy.ErrClientClosed
 		}
 		return kept, false, nil
 	}

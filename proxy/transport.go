@@ -42,6 +42,11 @@ func (t *authTransport) roundTrip(req *http.Request, ex *exchange) (*http.Respon
 		// like any other (failure.go), not token_unavailable, or the
 		// token alerts would fire on callers' impatience.
 		l.noToken = l.up.caller == nil || l.up.caller.Err() == nil
+		if req.Body != nil {
+			// As a RoundTripper would: a resend's reader over the copy
+			// holds it until closed.
+			req.Body.Close()
+		}
 		return nil, errNoToken
 	}
 	req.Header["Authorization"] = tok.HeaderValues()
@@ -130,7 +135,13 @@ func (t *authTransport) attempt(req *http.Request, ex *exchange) (*http.Response
 			return nil, err
 		}
 		next, ok := again(req, l)
-		if !ok || !backoff(req.Context(), retries) {
+		if !ok {
+			return nil, err
+		}
+		if !backoff(req.Context(), retries) {
+			if next.Body != nil {
+				next.Body.Close() // a reader over the copy holds it until closed
+			}
 			return nil, err
 		}
 		t.metrics.retried(ex.out.Route, reason)
@@ -177,7 +188,8 @@ func again(req *http.Request, l *leg) (*http.Request, bool) {
 		}
 	}
 	if l.replay != nil && l.replay.untouched() {
-		r2.Body = &guardedBody{rc: l.guard.rc}
+		l.retryGuard = &guardedBody{rc: l.guard.rc}
+		r2.Body = l.retryGuard
 		return r2, true
 	}
 	return nil, false
