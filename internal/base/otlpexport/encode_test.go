@@ -31,7 +31,9 @@ const (
 
 // The wanted values are written out as OTLP's generated types, so that a
 // field the exporter numbers, types or fills wrongly shows as a difference.
-func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
 func str(v string) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}
 }
