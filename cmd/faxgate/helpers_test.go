@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -242,20 +241,6 @@ func postJSON(c *http.Client, url, body string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// envelope decodes the upstream/gateway JSON envelope.
-func envelope(t *testing.T, body string) (status int, message, code string) {
-	t.Helper()
-	var e struct {
-		Status  int    `json:"status"`
-		Message string `json:"message"`
-		Error   string `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		t.Fatalf("body is not a JSON envelope: %v\n%s", err, body)
-	}
-	return e.Status, e.Message, e.Error
 }
 
 // lines splits output into its non-empty lines.

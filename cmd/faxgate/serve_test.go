@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/testing/eventually"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // TestServeEndToEnd runs `faxgate serve` in front of a faxsim and checks the
@@ -26,7 +27,7 @@ func TestServeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st, msg, _ := envelope(t, body); code != http.StatusOK || st != 1 {
+		if st, msg, _ := gatewaytest.Envelope(t, body); code != http.StatusOK || st != 1 {
 			t.Fatalf("contacts.list = %d status %d (%s), want 200 status 1", code, st, msg)
 		}
 		recs := up.sim.Requests()
@@ -102,7 +103,7 @@ func TestServeEndToEnd(t *testing.T) {
 	t.Run("nothing of admin on the proxy listener", func(t *testing.T) {
 		for _, p := range []string{"/metrics", "/healthz", "/readyz", "/debug/pprof/"} {
 			code, body := get(t, g.proxyURL+p, nil)
-			if _, _, e := envelope(t, body); code != http.StatusNotFound || e != "unknown_route" {
+			if _, _, e := gatewaytest.Envelope(t, body); code != http.StatusNotFound || e != "unknown_route" {
 				t.Errorf("proxy GET %s = %d %s, want 404 unknown_route", p, code, body)
 			}
 		}

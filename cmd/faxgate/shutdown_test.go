@@ -15,6 +15,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/app/faxsim"
 	"github.com/faxgate/faxgate/internal/testing/eventually"
+	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
 )
 
 // countPath counts the requests for path that reached the upstream.
@@ -131,7 +132,7 @@ func TestGracefulShutdown(t *testing.T) {
 				t.Errorf("in-flight request %d: %d %v %s, want 200", i, r.code, r.err, r.body)
 				continue
 			}
-			if st, _, _ := envelope(t, r.body); st != 1 {
+			if st, _, _ := gatewaytest.Envelope(t, r.body); st != 1 {
 				t.Errorf("in-flight request %d: body %s, want status 1", i, r.body)
 			}
 			if firstDone.IsZero() || r.at.Before(firstDone) {
