@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -42,7 +43,7 @@ func TestBodySendsItselfFromTheCopy(t *testing.T) {
 	}
 	w := &chunkWrites{}
 	rest := &io.LimitedReader{R: guard, N: int64(len(body) - len(head))}
-	c := &upstreamConn{Conn: writerConn{w: w}}
+	c := &upstreamConn{Conn: writerConn{w: w}, bufs: newSendBufPool()}
 	pool.chunks.mu.Lock() // the region was mapped for the head's chunk
 	w.region = pool.chunks.mem
 	pool.chunks.mu.Unlock()
@@ -76,7 +77,7 @@ func TestBodySendsOnPastTheCap(t *testing.T) {
 	rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), pool, retryBufferMax)
 	guard := &guardedBody{rc: rb}
 	var w bytes.Buffer
-	n, err := (&upstreamConn{Conn: writerConn{w: &w}}).ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))})
+	n, err := (&upstreamConn{Conn: writerConn{w: &w}, bufs: newSendBufPool()}).ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))})
 	if err != nil || n != int64(len(body)) || !bytes.Equal(w.Bytes(), body) {
 		t.Fatalf("sent %d (%v), upstream got %d bytes", n, err, w.Len())
 	}
@@ -96,13 +97,13 @@ func TestBodySendStopsAtTheExchangeEnd(t *testing.T) {
 	rb := newReplayBody(io.NopCloser(bytes.NewReader(make([]byte, 100<<10))), pool, retryBufferMax)
 	guard := &guardedBody{rc: rb}
 	var w bytes.Buffer
-	if _, err := guard.sendTo(&w, 10); err != nil {
+	if _, err := guard.sendTo(&w, 10, make([]byte, sendBufSize)); err != nil {
 		t.Fatal(err)
 	}
 	guard.Close()
 	rb.attemptDone()
 	rb.done()
-	if n, err := guard.sendTo(&w, 1000); n != 0 || !errors.Is(err, errBodyClosed) {
+	if n, err := guard.sendTo(&w, 1000, make([]byte, sendBufSize)); n != 0 || !errors.Is(err, errBodyClosed) {
 		t.Fatalf("after the end: sent %d, %v", n, err)
 	}
 	if held := pool.held.Load(); held != 0 {
@@ -111,6 +112,35 @@ func TestBodySendStopsAtTheExchangeEnd(t *testing.T) {
 }
 
 // writerConn is a net.Conn that only writes, to w.
+// TestBodySendAllocatesNoBuffer: a body sent upstream without a copy goes
+// through the connection's pooled buffer. io.Copy's own 32 KiB per upload
+// was garbage enough to start a collection every few dozen uploads
+// (docs/performance.md).
+func TestBodySendAllocatesNoBuffer(t *testing.T) {
+	body := make([]byte, 200<<10)
+	c := &upstreamConn{Conn: writerConn{w: io.Discard}, bufs: newSendBufPool()}
+	send := func() {
+		guard := &guardedBody{rc: io.NopCloser(bytes.NewReader(body))}
+		if n, err := c.ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+			t.Fatalf("ReadFrom: %d, %v", n, err)
+		}
+	}
+	send() // the pool's first buffer
+	const runs = 64
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		send()
+	}
+	runtime.ReadMemStats(&after)
+	// Under the race detector sync.Pool drops a quarter of what it is
+	// given, so a buffer is allocated on about one send in four: half a
+	// buffer per send on average still tells a pooled buffer from none.
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per >= sendBufSize/2 {
+		t.Errorf("%d bytes allocated per send of a body without a copy; want well under %d", per, sendBufSize)
+	}
+}
+
 type writerConn struct {
 	net.Conn
 	w io.Writer
@@ -150,7 +180,7 @@ func TestSendToEmptyReadKeepsTheCopyInOrder(t *testing.T) {
 	rb := newReplayBody(io.NopCloser(src), pool, retryBufferMax)
 	guard := &guardedBody{rc: rb}
 	var w bytes.Buffer
-	c := &upstreamConn{Conn: writerConn{w: &w}}
+	c := &upstreamConn{Conn: writerConn{w: &w}, bufs: newSendBufPool()}
 	if n, err := c.ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))}); err != nil || n != int64(len(body)) {
 		t.Fatalf("ReadFrom: %d, %v", n, err)
 	}

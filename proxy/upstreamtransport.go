@@ -46,6 +46,7 @@ func NewTransport(u TransportOptions) (*http.Transport, error) {
 		tlsCfg.RootCAs = pool
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	bufs := newSendBufPool()
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -53,7 +54,7 @@ func NewTransport(u TransportOptions) (*http.Transport, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &upstreamConn{c}, nil // a body with a copy sends itself (replay_send.go)
+			return &upstreamConn{Conn: c, bufs: bufs}, nil // bodies go out through it (replay_send.go)
 		},
 		ForceAttemptHTTP2:     true,
 		TLSClientConfig:       tlsCfg,
