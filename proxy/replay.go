@@ -20,8 +20,9 @@ import (
 // body closed, or the forward returned), the resend's body (if any)
 // closed, and the handler finished.
 
-// replayChunk is the unit of a copy.
-const replayChunk = 32 << 10
+// replayChunk is the unit of a copy: the size of the reads an upload is
+// sent upstream through (sendBufSize, replay_send.go).
+const replayChunk = sendBufSize
 
 var errNotReplayable = errors.New("request body was not kept for a resend")
 

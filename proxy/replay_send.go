@@ -59,10 +59,28 @@ func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.CopyBuffer(writerOnly{c.Conn}, r, buf[:])
 }
 
-// sendBufSize is the size of the buffers request bodies go upstream
-// through: net/http's own write size, which measured best
-// (docs/performance.md).
-const sendBufSize = 32 << 10
+// sendBufSize is the size of the reads a request body is sent upstream
+// through, with or without a copy (replayChunk is the same): 64 KiB reads
+// from the caller take an upload in half as many read(2)s. sendWriteMax is
+// the size of the writes upstream: net/http's own, since larger writes cost
+// the receiver as much as they save (docs/performance.md).
+const (
+	sendBufSize  = 64 << 10
+	sendWriteMax = 32 << 10
+)
+
+// writeSplit writes p to w in writes of at most sendWriteMax bytes.
+func writeSplit(w io.Writer, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := w.Write(p[n:min(n+sendWriteMax, len(p))])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
 
 // sendBufPool recycles the buffers of request bodies sent without a copy.
 // Like bufferPool it pools array pointers, so a Put costs no allocation.
@@ -92,8 +110,20 @@ func (b *guardedBody) sendTo(w io.Writer, n int64, buf []byte) (int64, error) {
 		}
 		sent = m
 	}
-	m, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(b, n-sent), buf)
-	return sent + m, err
+	for sent < n {
+		m, rerr := b.Read(buf[:min(int64(len(buf)), n-sent)])
+		k, werr := writeSplit(w, buf[:m])
+		sent += int64(k)
+		switch {
+		case werr != nil:
+			return sent, werr
+		case rerr == io.EOF:
+			return sent, nil // short: the transport reports the length mismatch
+		case rerr != nil:
+			return sent, rerr
+		}
+	}
+	return sent, nil
 }
 
 // sendTo reads at most n bytes of the caller's body into the copy's chunks
@@ -130,11 +160,8 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		b.mu.Unlock()
 
 		m, rerr := b.src.Read(c[:min(int64(len(c)), n-sent)])
-		var werr error
-		if m > 0 {
-			_, werr = w.Write(c[:m])
-			sent += int64(m)
-		}
+		k, werr := writeSplit(w, c[:m])
+		sent += int64(k)
 
 		b.mu.Lock()
 		if b.keep {

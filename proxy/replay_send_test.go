@@ -33,7 +33,7 @@ func (w *chunkWrites) Write(p []byte) (int, error) {
 // no buffer between, after the part the transport had read the ordinary
 // way; what arrives is the body, and the copy is whole for a resend.
 func TestBodySendsItselfFromTheCopy(t *testing.T) {
-	body := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80,000 bytes: three chunks
+	body := bytes.Repeat([]byte("0123456789abcdef"), 5*replayChunk/2/16) // two and a half chunks: three
 	pool := newReplayPool(1 << 20)
 	rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), pool, retryBufferMax)
 	guard := &guardedBody{rc: rb}
@@ -72,7 +72,7 @@ func TestBodySendsItselfFromTheCopy(t *testing.T) {
 // TestBodySendsOnPastTheCap: a body whose copy passes the cap midway
 // still reaches the upstream whole, and its chunks go back at once.
 func TestBodySendsOnPastTheCap(t *testing.T) {
-	body := bytes.Repeat([]byte("x"), 100<<10)
+	body := bytes.Repeat([]byte("x"), 3*replayChunk+100)
 	pool := newReplayPool(2 * replayChunk)
 	rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), pool, retryBufferMax)
 	guard := &guardedBody{rc: rb}
@@ -138,6 +138,54 @@ func TestBodySendAllocatesNoBuffer(t *testing.T) {
 	// buffer per send on average still tells a pooled buffer from none.
 	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per >= sendBufSize/2 {
 		t.Errorf("%d bytes allocated per send of a body without a copy; want well under %d", per, sendBufSize)
+	}
+}
+
+// sizeRecorder records the sizes of the reads or writes through it.
+type sizeRecorder struct {
+	r     io.Reader
+	w     io.Writer
+	sizes []int
+}
+
+func (s *sizeRecorder) Read(p []byte) (int, error) {
+	s.sizes = append(s.sizes, len(p))
+	return s.r.Read(p)
+}
+
+func (s *sizeRecorder) Write(p []byte) (int, error) {
+	s.sizes = append(s.sizes, len(p))
+	return s.w.Write(p)
+}
+
+// TestBodySendReadsLargeWritesSmall: with a copy or without, a body is read
+// from the caller in reads of sendBufSize and written upstream in writes of
+// at most sendWriteMax, net/http's size (docs/performance.md).
+func TestBodySendReadsLargeWritesSmall(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 4*sendBufSize/16+7)
+	for _, copyCap := range []int64{1 << 20, 0} {
+		src := &sizeRecorder{r: bytes.NewReader(body)}
+		rb := newReplayBody(io.NopCloser(src), newReplayPool(copyCap), retryBufferMax)
+		dst := &sizeRecorder{w: &bytes.Buffer{}}
+		c := &upstreamConn{Conn: writerConn{w: dst}, bufs: newSendBufPool()}
+		if n, err := c.ReadFrom(&io.LimitedReader{R: &guardedBody{rc: rb}, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+			t.Fatalf("copy cap %d: ReadFrom %d, %v", copyCap, n, err)
+		}
+		if !bytes.Equal(dst.w.(*bytes.Buffer).Bytes(), body) {
+			t.Fatalf("copy cap %d: the upstream got other bytes than the body", copyCap)
+		}
+		for i, n := range src.sizes[:4] {
+			if n != sendBufSize {
+				t.Errorf("copy cap %d: read %d asked for %d bytes, want %d", copyCap, i, n, sendBufSize)
+			}
+		}
+		for i, n := range dst.sizes {
+			if n > sendWriteMax {
+				t.Errorf("copy cap %d: write %d of %d bytes, over %d", copyCap, i, n, sendWriteMax)
+			}
+		}
+		rb.Close()
+		rb.done()
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // the chunks go back only when the handler and every attempt are done, in
 // whatever order they finish.
 func TestReplayBodyKeepsACopyWhileStreaming(t *testing.T) {
-	body := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80,000 bytes: three chunks
+	body := bytes.Repeat([]byte("0123456789abcdef"), 5*replayChunk/2/16) // two and a half chunks: three
 	for _, order := range [][]string{{"first", "resend", "handler"}, {"handler", "first", "resend"}, {"resend", "handler", "first"}} {
 		t.Run(strings.Join(order, "-"), func(t *testing.T) {
 			pool := newReplayPool(1 << 20)
