@@ -73,10 +73,14 @@ const (
 func writeSplit(w io.Writer, p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		k, err := w.Write(p[n:min(n+sendWriteMax, len(p))])
+		end := min(n+sendWriteMax, len(p))
+		k, err := w.Write(p[n:end])
 		n += k
 		if err != nil {
 			return n, err
+		}
+		if n < end {
+			return n, io.ErrShortWrite
 		}
 	}
 	return n, nil
@@ -114,16 +118,26 @@ func (b *guardedBody) sendTo(w io.Writer, n int64, buf []byte) (int64, error) {
 		m, rerr := b.Read(buf[:min(int64(len(buf)), n-sent)])
 		k, werr := writeSplit(w, buf[:m])
 		sent += int64(k)
-		switch {
-		case werr != nil:
-			return sent, werr
-		case rerr == io.EOF:
-			return sent, nil // short: the transport reports the length mismatch
-		case rerr != nil:
-			return sent, rerr
+		if done, err := stepEnd(rerr, werr); done {
+			return sent, err
 		}
 	}
 	return sent, nil
+}
+
+// stepEnd tells whether a send stops after a step that read with rerr and
+// wrote with werr, and with what error: none at the body's end, which may
+// come short (the transport reports the length mismatch).
+func stepEnd(rerr, werr error) (bool, error) {
+	switch {
+	case werr != nil:
+		return true, werr
+	case rerr == io.EOF:
+		return true, nil
+	case rerr != nil:
+		return true, rerr
+	}
+	return false, nil
 }
 
 // sendTo reads at most n bytes of the caller's body into the copy's chunks
@@ -173,13 +187,8 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		}
 		b.unrefLocked()
 		b.mu.Unlock()
-		switch {
-		case werr != nil:
-			return sent, werr
-		case rerr == io.EOF:
-			return sent, nil // short: the transport reports the length mismatch
-		case rerr != nil:
-			return sent, rerr
+		if done, err := stepEnd(rerr, werr); done {
+			return sent, err
 		}
 	}
 	return sent, nil

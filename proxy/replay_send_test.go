@@ -247,3 +247,26 @@ func TestSendToEmptyReadKeepsTheCopyInOrder(t *testing.T) {
 		t.Errorf("the resend carries %d bytes of another request's body", bytes.Count(resent, []byte("A")))
 	}
 }
+
+// shortWriter writes half of what it is given and reports no error,
+// which io.Writer forbids.
+type shortWriter struct{}
+
+func (shortWriter) Write(p []byte) (int, error) { return len(p) / 2, nil }
+
+// TestBodySendStopsOnAShortWrite: a writer that breaks io.Writer's contract
+// ends the send with io.ErrShortWrite, with a copy or without, instead of
+// sending the rest out of place or looping.
+func TestBodySendStopsOnAShortWrite(t *testing.T) {
+	body := make([]byte, 3*sendWriteMax)
+	for _, copyCap := range []int64{1 << 20, 0} {
+		rb := newReplayBody(io.NopCloser(bytes.NewReader(body)), newReplayPool(copyCap), retryBufferMax)
+		c := &upstreamConn{Conn: writerConn{w: shortWriter{}}, bufs: newSendBufPool()}
+		n, err := c.ReadFrom(&io.LimitedReader{R: &guardedBody{rc: rb}, N: int64(len(body))})
+		if !errors.Is(err, io.ErrShortWrite) || n != sendWriteMax/2 {
+			t.Errorf("copy cap %d: sent %d, %v; want %d, io.ErrShortWrite", copyCap, n, err, sendWriteMax/2)
+		}
+		rb.Close()
+		rb.done()
+	}
+}
