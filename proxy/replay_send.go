@@ -23,7 +23,7 @@ var errCopyGone = errors.New("proxy: no copy kept")
 
 // upstreamConn is a connection to the upstream (or its proxy) as the
 // transport dials it: the plain connection with a ReadFrom that lets a
-// body with a copy send itself (bodySender), and sends any other body
+// body with a copy send itself (bodySender), and sends every other body
 // through a pooled buffer.
 type upstreamConn struct {
 	net.Conn
@@ -31,43 +31,41 @@ type upstreamConn struct {
 }
 
 // bodySender is a request body that can write n of its bytes to w itself;
-// buf is the buffer for what it sends without a copy.
+// bufs lends the buffer for what it sends without a copy.
 type bodySender interface {
-	sendTo(w io.Writer, n int64, buf []byte) (int64, error)
+	sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, error)
 }
 
 // ReadFrom is where net/http's transport writes a request body of known
 // length: io.Copy finds it on the connection, and hands it the body in an
-// io.LimitedReader. Without it, io.Copy would allocate a 32 KiB buffer for
-// every upload: garbage that made an upload's collections most of what
-// the gateway spent beyond a bare proxy (docs/performance.md).
+// io.LimitedReader. The connection's own ReadFrom (splice, sendfile) never
+// applies to a request body, and would copy through a fresh 32 KiB buffer
+// per body: garbage that made an upload's collections much of what the
+// gateway spent beyond a bare proxy (docs/performance.md).
 func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
 		if s, ok := lr.R.(bodySender); ok {
-			buf := c.bufs.get()
-			n, err := s.sendTo(c.Conn, lr.N, buf[:])
-			c.bufs.put(buf)
+			n, err := s.sendTo(c.Conn, lr.N, c.bufs)
 			lr.N -= n
 			return n, err
 		}
 	}
-	if rf, ok := c.Conn.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r) // the connection's own (splice, sendfile)
-	}
 	buf := c.bufs.get()
 	defer c.bufs.put(buf)
-	return io.CopyBuffer(writerOnly{c.Conn}, r, buf[:])
+	return copySplit(c.Conn, r, buf[:])
 }
 
-// sendBufSize is the size of the reads a request body is sent upstream
-// through, with or without a copy (replayChunk is the same): 64 KiB reads
-// from the caller take an upload in half as many read(2)s. sendWriteMax is
-// the size of the writes upstream: net/http's own, since larger writes cost
-// the receiver as much as they save (docs/performance.md).
+// sendBufSize is the size of the reads a body of known length is sent
+// upstream through, with or without a copy (replayChunk is the same):
+// 64 KiB reads from the caller take an upload in half as many read(2)s.
+// sendWriteMax is the size of the writes upstream: net/http's own, since
+// larger writes overrun the receiver's window (docs/performance.md).
 const (
 	sendBufSize  = 64 << 10
 	sendWriteMax = 32 << 10
 )
+
+var errInvalidWrite = errors.New("proxy: invalid write result")
 
 // writeSplit writes p to w in writes of at most sendWriteMax bytes.
 func writeSplit(w io.Writer, p []byte) (int, error) {
@@ -75,6 +73,9 @@ func writeSplit(w io.Writer, p []byte) (int, error) {
 	for n < len(p) {
 		end := min(n+sendWriteMax, len(p))
 		k, err := w.Write(p[n:end])
+		if k < 0 || k > end-n {
+			return n, errInvalidWrite
+		}
 		n += k
 		if err != nil {
 			return n, err
@@ -86,43 +87,18 @@ func writeSplit(w io.Writer, p []byte) (int, error) {
 	return n, nil
 }
 
-// sendBufPool recycles the buffers of request bodies sent without a copy.
-// Like bufferPool it pools array pointers, so a Put costs no allocation.
-type sendBufPool struct{ p sync.Pool }
-
-func newSendBufPool() *sendBufPool {
-	bp := &sendBufPool{}
-	bp.p.New = func() any { return new([sendBufSize]byte) }
-	return bp
-}
-
-func (bp *sendBufPool) get() *[sendBufSize]byte  { return bp.p.Get().(*[sendBufSize]byte) }
-func (bp *sendBufPool) put(b *[sendBufSize]byte) { bp.p.Put(b) }
-
-// writerOnly hides a writer's ReadFrom from io.Copy.
-type writerOnly struct{ io.Writer }
-
-// sendTo is the outgoing body's sendTo: the copy's, while the exchange is
-// on; then, or without a copy, an ordinary copy through this guard, which
-// stops at the exchange's end.
-func (b *guardedBody) sendTo(w io.Writer, n int64, buf []byte) (int64, error) {
+// copySplit copies r to w until r's end through buf, in writeSplit's
+// writes.
+func copySplit(w io.Writer, r io.Reader, buf []byte) (int64, error) {
 	var sent int64
-	if rb, ok := b.rc.(*replayBody); ok {
-		m, err := rb.sendTo(w, n, &b.closed)
-		if !errors.Is(err, errCopyGone) {
-			return m, err
-		}
-		sent = m
-	}
-	for sent < n {
-		m, rerr := b.Read(buf[:min(int64(len(buf)), n-sent)])
+	for {
+		m, rerr := r.Read(buf)
 		k, werr := writeSplit(w, buf[:m])
 		sent += int64(k)
 		if done, err := stepEnd(rerr, werr); done {
 			return sent, err
 		}
 	}
-	return sent, nil
 }
 
 // stepEnd tells whether a send stops after a step that read with rerr and
@@ -138,6 +114,37 @@ func stepEnd(rerr, werr error) (bool, error) {
 		return true, rerr
 	}
 	return false, nil
+}
+
+// sendBufPool recycles the buffers of request bodies sent without a copy.
+// Like bufferPool it pools array pointers, so a Put costs no allocation.
+type sendBufPool struct{ p sync.Pool }
+
+func newSendBufPool() *sendBufPool {
+	bp := &sendBufPool{}
+	bp.p.New = func() any { return new([sendBufSize]byte) }
+	return bp
+}
+
+func (bp *sendBufPool) get() *[sendBufSize]byte  { return bp.p.Get().(*[sendBufSize]byte) }
+func (bp *sendBufPool) put(b *[sendBufSize]byte) { bp.p.Put(b) }
+
+// sendTo is the outgoing body's sendTo: the copy's, while the exchange is
+// on; then, or without a copy, an ordinary copy through this guard, which
+// stops at the exchange's end, in a buffer taken only then.
+func (b *guardedBody) sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, error) {
+	var sent int64
+	if rb, ok := b.rc.(*replayBody); ok {
+		m, err := rb.sendTo(w, n, &b.closed)
+		if !errors.Is(err, errCopyGone) {
+			return m, err
+		}
+		sent = m
+	}
+	buf := bufs.get()
+	defer bufs.put(buf)
+	m, err := copySplit(w, &io.LimitedReader{R: b, N: n - sent}, buf[:])
+	return sent + m, err
 }
 
 // sendTo reads at most n bytes of the caller's body into the copy's chunks

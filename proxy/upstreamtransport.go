@@ -28,9 +28,9 @@ type TransportOptions struct {
 // token client shares it, so token calls reuse the proxy's connections.
 // Request bodies go upstream in net/http's own 32 KiB writes: larger ones
 // save the gateway's core but cost the sender as much, and stall the
-// connection with zero windows. On a plain-HTTP connection they are read
-// from the caller 64 KiB at a time, which halves the reads and changes
-// nothing upstream (replay_send.go, docs/performance.md).
+// connection with zero windows. On a plain-HTTP connection a body of
+// known length is read from the caller 64 KiB at a time, which halves the
+// reads and changes nothing upstream (replay_send.go, docs/performance.md).
 func NewTransport(u TransportOptions) (*http.Transport, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if u.CAFile != "" {
