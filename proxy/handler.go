@@ -66,7 +66,7 @@ type Handler struct {
 	rules     atomic.Pointer[policy.Rules]
 	children  atomic.Pointer[metricCache] // of the rules in force
 	transport *authTransport
-	bufs      *bufferPool // response copy buffers
+	bufs      *arrayPool[[copyBufSize]byte] // response copy buffers
 	ids       *idGen
 	replay    *replayPool
 	// deadlines enforces upstream.timeout on every exchange in flight.
@@ -94,7 +94,7 @@ func New(o Options) *Handler {
 		errlog:    o.Logger.Named("forward"),
 		transport: &authTransport{next: o.Transport, tokens: o.Tokens, metrics: o.Metrics, tracer: o.Tracer,
 			retryUnsent: o.RetryUnsent},
-		bufs:     newBufferPool(),
+		bufs:     newArrayPool[[copyBufSize]byte](),
 		audit:    o.AuditLogger,
 		basePath: strings.TrimSuffix(o.Upstream.Path, "/"),
 		tracer:   o.Tracer,

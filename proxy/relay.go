@@ -102,8 +102,9 @@ func (h *Handler) copyResponse(w *responseWriter, res *http.Response) error {
 		flush = http.NewResponseController(w).Flush
 		_ = flush() // the head, even if the body is slow to come
 	}
-	buf := h.bufs.Get()
-	defer h.bufs.Put(buf)
+	bp := h.bufs.get()
+	defer h.bufs.put(bp)
+	buf := bp[:]
 	for {
 		n, rerr := res.Body.Read(buf)
 		if rerr != nil && rerr != io.EOF && !errors.Is(rerr, context.Canceled) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 )
 
@@ -29,6 +28,11 @@ type upstreamConn struct {
 	net.Conn
 	bufs *sendBufPool
 }
+
+// sendBufPool lends the buffers of bodies sent without a copy.
+type sendBufPool = arrayPool[[sendBufSize]byte]
+
+func newSendBufPool() *sendBufPool { return newArrayPool[[sendBufSize]byte]() }
 
 // bodySender is a request body that can write n of its bytes to w itself;
 // bufs lends the buffer for what it sends without a copy.
@@ -115,19 +119,6 @@ func stepEnd(rerr, werr error) (bool, error) {
 	}
 	return false, nil
 }
-
-// sendBufPool recycles the buffers of request bodies sent without a copy.
-// Like bufferPool it pools array pointers, so a Put costs no allocation.
-type sendBufPool struct{ p sync.Pool }
-
-func newSendBufPool() *sendBufPool {
-	bp := &sendBufPool{}
-	bp.p.New = func() any { return new([sendBufSize]byte) }
-	return bp
-}
-
-func (bp *sendBufPool) get() *[sendBufSize]byte  { return bp.p.Get().(*[sendBufSize]byte) }
-func (bp *sendBufPool) put(b *[sendBufSize]byte) { bp.p.Put(b) }
 
 // sendTo is the outgoing body's sendTo: the copy's, while the exchange is
 // on; then, or without a copy, an ordinary copy through this guard, which

@@ -47,24 +47,20 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // resident whole (the rig's RSS: 27.2 MB on dl64k with 64 connections).
 const copyBufSize = 128 << 10
 
-// bufferPool recycles the response copy buffers. It pools array pointers,
-// which a slice converts to and from without an allocation (a *[]byte would
-// cost one on every Put).
-type bufferPool struct{ p sync.Pool }
+// arrayPool recycles buffers of one array type: the response copy
+// buffers (copyBufSize) and the request send buffers (sendBufSize,
+// replay_send.go). It pools array pointers, which a slice converts from
+// without an allocation (a *[]byte would cost one on every put).
+type arrayPool[A any] struct{ p sync.Pool }
 
-func newBufferPool() *bufferPool {
-	bp := &bufferPool{}
-	bp.p.New = func() any { return new([copyBufSize]byte) }
-	return bp
+func newArrayPool[A any]() *arrayPool[A] {
+	ap := &arrayPool[A]{}
+	ap.p.New = func() any { return new(A) }
+	return ap
 }
 
-func (bp *bufferPool) Get() []byte { return bp.p.Get().(*[copyBufSize]byte)[:] }
-
-func (bp *bufferPool) Put(b []byte) {
-	if cap(b) == copyBufSize { // only what Get handed out
-		bp.p.Put((*[copyBufSize]byte)(b[:copyBufSize]))
-	}
-}
+func (ap *arrayPool[A]) get() *A  { return ap.p.Get().(*A) }
+func (ap *arrayPool[A]) put(a *A) { ap.p.Put(a) }
 
 // wholeBody is an upstream response body of known length, at most
 // copyBufSize, that the response copy gets in one Read: each Read fills p
