@@ -172,16 +172,28 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		b.mu.Unlock()
 
 		m, rerr := b.src.Read(c[:min(int64(len(c)), n-sent)])
+
+		// The copy counts the bytes, and knows it is whole, before they
+		// go upstream: an upstream that has the whole body may answer
+		// (a 401, a vendor 429) before this goroutine runs again, and
+		// the resend must find the copy complete. Giving the copy up
+		// waits until the chunk is written: it hands the chunk back.
+		b.mu.Lock()
+		over := b.keep && b.n+int64(m) > b.max
+		if b.keep && !over {
+			b.n += int64(m)
+			if rerr == io.EOF {
+				b.eof = true
+			}
+		}
+		b.mu.Unlock()
+
 		k, werr := writeSplit(w, c[:m])
 		sent += int64(k)
 
 		b.mu.Lock()
-		if b.keep {
-			if b.n += int64(m); b.n > b.max {
-				b.dropLocked()
-			} else if rerr == io.EOF {
-				b.eof = true
-			}
+		if over && b.keep {
+			b.dropLocked()
 		}
 		b.unrefLocked()
 		b.mu.Unlock()

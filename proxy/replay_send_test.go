@@ -278,3 +278,52 @@ func TestBodySendStopsOnAShortWrite(t *testing.T) {
 		rb.done()
 	}
 }
+
+// wholeCheck is a writer that, as the body's last byte is written, asks
+// the copy for a resend.
+type wholeCheck struct {
+	rb      *replayBody
+	left    int
+	lastErr error
+}
+
+func (w *wholeCheck) Write(p []byte) (int, error) {
+	if w.left -= len(p); w.left == 0 {
+		if r, err := w.rb.getBody(); err == nil {
+			r.Close()
+		} else {
+			w.lastErr = err
+		}
+	}
+	return len(p), nil
+}
+
+// TestCopyIsWholeBeforeTheLastByteGoesUp: the copy is complete before the
+// body's last bytes reach the upstream, which may answer (a 401, a vendor
+// 429) at once: the resend must not find the copy still incomplete.
+func TestCopyIsWholeBeforeTheLastByteGoesUp(t *testing.T) {
+	body := bytes.Repeat([]byte("z"), 2*replayChunk+300)
+	rb := newReplayBody(io.NopCloser(&eofWithData{r: bytes.NewReader(body)}), newReplayPool(1<<20), retryBufferMax)
+	w := &wholeCheck{rb: rb, left: len(body)}
+	c := &upstreamConn{Conn: writerConn{w: w}, bufs: newSendBufPool()}
+	if n, err := c.ReadFrom(&io.LimitedReader{R: &guardedBody{rc: rb}, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+		t.Fatalf("ReadFrom: %d, %v", n, err)
+	}
+	if w.lastErr != nil {
+		t.Errorf("the copy as the last byte went up: %v", w.lastErr)
+	}
+	rb.Close()
+	rb.done()
+}
+
+// eofWithData returns io.EOF with the last bytes, as net/http's server
+// body does.
+type eofWithData struct{ r *bytes.Reader }
+
+func (e *eofWithData) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == nil && e.r.Len() == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
