@@ -54,51 +54,104 @@ func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 			return n, err
 		}
 	}
-	buf := c.bufs.get()
-	defer c.bufs.put(buf)
-	return copySplit(c.Conn, r, buf[:])
+	return copyGather(c.Conn, r, c.bufs)
 }
 
 // sendBufSize is the size of the reads a body of known length is sent
 // upstream through, with or without a copy (replayChunk is the same):
-// 64 KiB reads from the caller take an upload in half as many read(2)s.
-// sendWriteMax is the size of the writes upstream: net/http's own, since
-// larger writes overrun the receiver's window (docs/performance.md).
+// 64 KiB reads from the caller take an upload in half as many read(2)s as
+// net/http's 32 KiB. While those reads come back full, the caller's bytes
+// are waiting: up to sendGather of them go upstream together, in one
+// writev(2) of up to sendWriteMax. Each write wakes the upstream's reader,
+// and a quarter of the writes cost the gateway an upload's tenth of its
+// CPU (docs/performance.md). A read that comes back short, the caller's
+// bytes not there yet, is written at once: nothing waits for more.
 const (
 	sendBufSize  = 64 << 10
-	sendWriteMax = 32 << 10
+	sendGather   = 4
+	sendWriteMax = sendGather * sendBufSize
 )
 
 var errInvalidWrite = errors.New("proxy: invalid write result")
 
-// writeSplit writes p to w in writes of at most sendWriteMax bytes.
-func writeSplit(w io.Writer, p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		end := min(n+sendWriteMax, len(p))
-		k, err := w.Write(p[n:end])
-		if k < 0 || k > end-n {
+// vecWriter writes several buffers in one call, as a TCP connection does
+// with writev(2). Tests implement it to see the writes as the kernel would.
+type vecWriter interface {
+	writeVec(bufs net.Buffers) (int64, error)
+}
+
+// writeVec writes vec to w: in one writev(2) on a TCP connection, else one
+// buffer at a time. A short write without an error, which io.Writer
+// forbids, ends it with io.ErrShortWrite.
+func writeVec(w io.Writer, vec [][]byte) (int64, error) {
+	if len(vec) == 0 {
+		return 0, nil
+	}
+	switch w := w.(type) {
+	case vecWriter:
+		return w.writeVec(vec)
+	case *net.TCPConn:
+		if len(vec) > 1 {
+			bufs := net.Buffers(vec)
+			return bufs.WriteTo(w)
+		}
+	}
+	var n int64
+	for _, p := range vec {
+		k, err := w.Write(p)
+		if k < 0 || k > len(p) {
 			return n, errInvalidWrite
 		}
-		n += k
+		n += int64(k)
 		if err != nil {
 			return n, err
 		}
-		if n < end {
+		if k < len(p) {
 			return n, io.ErrShortWrite
 		}
 	}
 	return n, nil
 }
 
-// copySplit copies r to w until r's end through buf, in writeSplit's
-// writes.
-func copySplit(w io.Writer, r io.Reader, buf []byte) (int64, error) {
+// copyGather copies r to w until r's end, reading into buffers of bufs
+// and writing what sendGather full reads gathered in one writeVec. It
+// holds one buffer while it waits for the caller, and the others only
+// between a full read and the write.
+func copyGather(w io.Writer, r io.Reader, bufs *sendBufPool) (int64, error) {
+	var held [sendGather]*[sendBufSize]byte
+	defer func() {
+		for _, b := range held {
+			if b != nil {
+				bufs.put(b)
+			}
+		}
+	}()
+	var vecs [sendGather][]byte
 	var sent int64
 	for {
-		m, rerr := r.Read(buf)
-		k, werr := writeSplit(w, buf[:m])
-		sent += int64(k)
+		vec := vecs[:0]
+		var rerr error
+		for i := range held {
+			if held[i] == nil {
+				held[i] = bufs.get()
+			}
+			m, err := r.Read(held[i][:])
+			if m > 0 {
+				vec = append(vec, held[i][:m])
+			}
+			if rerr = err; err != nil || m < sendBufSize {
+				break
+			}
+		}
+		k, werr := writeVec(w, vec)
+		sent += k
+		clear(vecs[:])
+		for i := 1; i < sendGather; i++ {
+			if held[i] != nil {
+				bufs.put(held[i])
+				held[i] = nil
+			}
+		}
 		if done, err := stepEnd(rerr, werr); done {
 			return sent, err
 		}
@@ -132,19 +185,17 @@ func (b *guardedBody) sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, er
 		}
 		sent = m
 	}
-	buf := bufs.get()
-	defer bufs.put(buf)
-	m, err := copySplit(w, &io.LimitedReader{R: b, N: n - sent}, buf[:])
+	m, err := copyGather(w, &io.LimitedReader{R: b, N: n - sent}, bufs)
 	return sent + m, err
 }
 
 // sendTo reads at most n bytes of the caller's body into the copy's chunks
-// and writes them to w from there. While a chunk is being filled and
-// written, sendTo holds a reference on the copy, so that a handler that
-// finishes meanwhile (the upstream answered before the body was sent)
-// cannot hand the chunk to another request under it. It stops, with
-// errCopyGone, when the copy is given up (the cap, or the exchange's end);
-// closed is the outgoing body's guard.
+// and writes them to w from there, up to sendGather chunks at a time
+// (gather). While chunks are being filled and written, sendTo holds a
+// reference on the copy, so that a handler that finishes meanwhile (the
+// upstream answered before the body was sent) cannot hand them to another
+// request under it. It stops, with errCopyGone, when the copy is given up
+// (the cap, or the exchange's end); closed is the outgoing body's guard.
 func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, error) {
 	var sent int64
 	for sent < n {
@@ -153,46 +204,21 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		}
 		b.mu.Lock()
 		b.read = true
-		off := int(b.n % replayChunk)
-		// A new chunk only when the last is full: a Read of nothing leaves
-		// the one taken for it empty, and it is filled next time.
-		if b.keep && b.refs > 0 && b.n == int64(len(b.chunks))*replayChunk {
-			if c := b.pool.get(); c != nil {
-				b.chunks = append(b.chunks, c)
-			} else {
-				b.dropLocked()
-			}
-		}
 		if !b.keep || b.refs == 0 {
 			b.mu.Unlock()
 			return sent, errCopyGone
 		}
 		b.refs++
-		c := b.chunks[len(b.chunks)-1][off:]
 		b.mu.Unlock()
 
-		m, rerr := b.src.Read(c[:min(int64(len(c)), n-sent)])
-
-		// The copy counts the bytes, and knows it is whole, before they
-		// go upstream: an upstream that has the whole body may answer
-		// (a 401, a vendor 429) before this goroutine runs again, and
-		// the resend must find the copy complete. Giving the copy up
-		// waits until the chunk is written: it hands the chunk back.
-		b.mu.Lock()
-		over := b.keep && b.n+int64(m) > b.max
-		if b.keep && !over {
-			b.n += int64(m)
-			if rerr == io.EOF {
-				b.eof = true
-			}
-		}
-		b.mu.Unlock()
-
-		k, werr := writeSplit(w, c[:m])
-		sent += int64(k)
+		vec, rerr, over, full := b.gather(n - sent)
+		k, werr := writeVec(w, vec)
+		sent += k
+		clear(b.vecs[:])
 
 		b.mu.Lock()
-		if over && b.keep {
+		gone := b.keep && (over || full)
+		if gone {
 			b.dropLocked()
 		}
 		b.unrefLocked()
@@ -200,6 +226,58 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		if done, err := stepEnd(rerr, werr); done {
 			return sent, err
 		}
+		if full {
+			return sent, errCopyGone // the rest goes without a copy
+		}
 	}
 	return sent, nil
+}
+
+// gather reads at most n bytes into the copy's chunks, one read per chunk,
+// going on to the next chunk while reads come back full, up to sendGather,
+// and returns what was read, for one write. The copy counts the bytes, and
+// knows it is whole, before they go upstream: an upstream that has the
+// whole body may answer (a 401, a vendor 429) before this goroutine runs
+// again, and the resend must find the copy complete. over reports a read
+// that took the copy past its cap: its bytes are in vec but not counted,
+// and the copy is given up once they are written, since that hands the
+// chunks back. full reports that no chunk was left under the cap, and
+// nothing was read.
+func (b *replayBody) gather(n int64) (vec [][]byte, rerr error, over, full bool) {
+	vec = b.vecs[:0]
+	for got := int64(0); len(vec) < sendGather && got < n; {
+		b.mu.Lock()
+		// A new chunk only when the last is full: a Read of nothing leaves
+		// the one taken for it empty, and it is filled next time.
+		if b.n == int64(len(b.chunks))*replayChunk {
+			c := b.pool.get()
+			if c == nil {
+				b.mu.Unlock()
+				return vec, nil, false, len(vec) == 0
+			}
+			b.chunks = append(b.chunks, c)
+		}
+		c := b.chunks[len(b.chunks)-1][b.n%replayChunk:]
+		b.mu.Unlock()
+
+		m, err := b.src.Read(c[:min(int64(len(c)), n-got)])
+
+		b.mu.Lock()
+		over = b.keep && b.n+int64(m) > b.max
+		if b.keep && !over {
+			b.n += int64(m)
+			if err == io.EOF {
+				b.eof = true
+			}
+		}
+		b.mu.Unlock()
+		if m > 0 {
+			vec = append(vec, c[:m])
+		}
+		got += int64(m)
+		if over || err != nil || m < len(c) {
+			return vec, err, over, false
+		}
+	}
+	return vec, nil, false, false
 }
