@@ -62,10 +62,11 @@ func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 // 64 KiB reads from the caller take an upload in half as many read(2)s as
 // net/http's 32 KiB. While those reads come back full, the caller's bytes
 // are waiting: up to sendGather of them go upstream together, in one
-// writev(2) of up to sendWriteMax. Each write wakes the upstream's reader,
-// and a quarter of the writes cost the gateway an upload's tenth of its
-// CPU (docs/performance.md). A read that comes back short, the caller's
-// bytes not there yet, is written at once: nothing waits for more.
+// writev(2) of up to sendWriteMax. A quarter as many writes took a tenth
+// off the gateway's CPU per upload, and off the machine's (each write on
+// loopback also wakes the upstream's reader: docs/performance.md). A read
+// that comes back short, the caller's next bytes not there yet, is written
+// at once: nothing waits for more.
 const (
 	sendBufSize  = 64 << 10
 	sendGather   = 4
@@ -211,7 +212,7 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		b.refs++
 		b.mu.Unlock()
 
-		vec, rerr, over, full := b.gather(n - sent)
+		vec, over, full, rerr := b.gather(n-sent, closed)
 		k, werr := writeVec(w, vec)
 		sent += k
 		clear(b.vecs[:])
@@ -242,10 +243,14 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 // that took the copy past its cap: its bytes are in vec but not counted,
 // and the copy is given up once they are written, since that hands the
 // chunks back. full reports that no chunk was left under the cap, and
-// nothing was read.
-func (b *replayBody) gather(n int64) (vec [][]byte, rerr error, over, full bool) {
+// nothing was read. Gathering stops at the exchange's end (closed): what
+// was read goes out, and the next step stops.
+func (b *replayBody) gather(n int64, closed *atomic.Bool) (vec [][]byte, over, full bool, rerr error) {
 	vec = b.vecs[:0]
 	for got := int64(0); len(vec) < sendGather && got < n; {
+		if got > 0 && closed.Load() {
+			break
+		}
 		b.mu.Lock()
 		// A new chunk only when the last is full: a Read of nothing leaves
 		// the one taken for it empty, and it is filled next time.
@@ -253,7 +258,7 @@ func (b *replayBody) gather(n int64) (vec [][]byte, rerr error, over, full bool)
 			c := b.pool.get()
 			if c == nil {
 				b.mu.Unlock()
-				return vec, nil, false, len(vec) == 0
+				return vec, false, len(vec) == 0, nil
 			}
 			b.chunks = append(b.chunks, c)
 		}
@@ -276,8 +281,8 @@ func (b *replayBody) gather(n int64) (vec [][]byte, rerr error, over, full bool)
 		}
 		got += int64(m)
 		if over || err != nil || m < len(c) {
-			return vec, err, over, false
+			return vec, over, false, err
 		}
 	}
-	return vec, nil, false, false
+	return vec, false, false, nil
 }

@@ -423,3 +423,35 @@ func TestGatheredWriteOnTCP(t *testing.T) {
 		t.Errorf("the other end got %d bytes, not the %d written in order", len(b), len(want))
 	}
 }
+
+// onRead calls f after each Read of r.
+type onRead struct {
+	r io.Reader
+	f func()
+}
+
+func (o onRead) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	o.f()
+	return n, err
+}
+
+// TestGatheringStopsAtTheExchangeEnd: once the exchange has ended, the
+// copy reads nothing more of the caller's body, even with a gathering
+// under way: what was read goes out, and the send stops.
+func TestGatheringStopsAtTheExchangeEnd(t *testing.T) {
+	body := make([]byte, 4*sendBufSize)
+	var guard *guardedBody
+	reads := 0
+	src := onRead{r: bytes.NewReader(body), f: func() { reads++; guard.Close() }}
+	rb := newReplayBody(io.NopCloser(src), newReplayPool(1<<20), retryBufferMax)
+	defer rb.done()
+	defer rb.Close()
+	guard = &guardedBody{rc: rb}
+	var w bytes.Buffer
+	c := &upstreamConn{Conn: writerConn{w: &w}, bufs: newSendBufPool()}
+	n, err := c.ReadFrom(&io.LimitedReader{R: guard, N: int64(len(body))})
+	if !errors.Is(err, errBodyClosed) || n != sendBufSize || w.Len() != sendBufSize || reads != 1 {
+		t.Errorf("sent %d (upstream got %d) in %d reads, %v; want %d in 1 read, errBodyClosed", n, w.Len(), reads, err, sendBufSize)
+	}
+}
