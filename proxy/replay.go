@@ -130,8 +130,6 @@ type replayBody struct {
 	closed bool  // the first attempt's body is closed
 	refs   int   // readers still using the chunks: handler, first attempt, resend
 	read   bool  // a Read happened: the caller's body is no longer whole
-
-	vecs [sendGather][]byte // sendTo's write of gathered chunks
 }
 
 func newReplayBody(src io.ReadCloser, pool *replayPool, max int64) *replayBody {

@@ -26,18 +26,50 @@ var errCopyGone = errors.New("proxy: no copy kept")
 // through a pooled buffer.
 type upstreamConn struct {
 	net.Conn
-	bufs *sendBufPool
+	send sender
 }
 
-// sendBufPool lends the buffers of bodies sent without a copy.
-type sendBufPool = arrayPool[[sendBufSize]byte]
+// sender is what a connection sends bodies with: the transport's buffers,
+// and its own memory for a gathered write, used by one body at a time (the
+// transport's write loop), so that a body sends without allocating.
+type sender struct {
+	bufs *sendBufPool
+	vecs [sendGather][]byte
+	nb   net.Buffers
+}
 
-func newSendBufPool() *sendBufPool { return newArrayPool[[sendBufSize]byte]() }
+// sendBufPool lends the buffers of bodies sent without a copy, and keeps
+// count of the extra ones gathering borrows (sendGatherBudget).
+type sendBufPool struct {
+	arrayPool[[sendBufSize]byte]
+	extra atomic.Int64
+}
+
+func newSendBufPool() *sendBufPool {
+	p := &sendBufPool{}
+	p.p.New = func() any { return new([sendBufSize]byte) }
+	return p
+}
+
+// borrow lends a buffer beyond a body's first, for gathering; nil when
+// sendGatherBudget of them are out.
+func (p *sendBufPool) borrow() *[sendBufSize]byte {
+	if p.extra.Add(1) > sendGatherBudget {
+		p.extra.Add(-1)
+		return nil
+	}
+	return p.get()
+}
+
+func (p *sendBufPool) giveBack(b *[sendBufSize]byte) {
+	p.put(b)
+	p.extra.Add(-1)
+}
 
 // bodySender is a request body that can write n of its bytes to w itself;
-// bufs lends the buffer for what it sends without a copy.
+// s lends the buffers for what it sends without a copy.
 type bodySender interface {
-	sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, error)
+	sendTo(w io.Writer, n int64, s *sender) (int64, error)
 }
 
 // ReadFrom is where net/http's transport writes a request body of known
@@ -49,28 +81,33 @@ type bodySender interface {
 func (c *upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
 		if s, ok := lr.R.(bodySender); ok {
-			n, err := s.sendTo(c.Conn, lr.N, c.bufs)
+			n, err := s.sendTo(c.Conn, lr.N, &c.send)
 			lr.N -= n
 			return n, err
 		}
 	}
-	return copyGather(c.Conn, r, c.bufs)
+	return c.send.copy(c.Conn, r)
 }
 
 // sendBufSize is the size of the reads a body of known length is sent
 // upstream through, with or without a copy (replayChunk is the same):
 // 64 KiB reads from the caller take an upload in half as many read(2)s as
-// net/http's 32 KiB. While those reads come back full, the caller's bytes
-// are waiting: up to sendGather of them go upstream together, in one
-// writev(2) of up to sendWriteMax. A quarter as many writes took a tenth
-// off the gateway's CPU per upload, and off the machine's (each write on
-// loopback also wakes the upstream's reader: docs/performance.md). A read
-// that comes back short, the caller's next bytes not there yet, is written
-// at once: nothing waits for more.
+// net/http's 32 KiB. While those reads come back full, up to sendGather of
+// them go upstream together, in one writev(2) of up to sendWriteMax: a
+// quarter as many writes took a tenth off the gateway's CPU per upload,
+// and off the machine's (each write on loopback also wakes the upstream's
+// reader: docs/performance.md). A read that comes back short is written at
+// once. A full read does not promise more bytes: a caller that pauses
+// right after one leaves what was gathered unsent until its next bytes, or
+// until read_timeout cuts the body off. The buffers gathering borrows
+// beyond a body's first (sendGatherBudget per transport, 4 MiB) bound what
+// such pauses can hold; with the budget spent, full reads go out one at a
+// time.
 const (
-	sendBufSize  = 64 << 10
-	sendGather   = 4
-	sendWriteMax = sendGather * sendBufSize
+	sendBufSize      = 64 << 10
+	sendGather       = 4
+	sendWriteMax     = sendGather * sendBufSize
+	sendGatherBudget = 64
 )
 
 var errInvalidWrite = errors.New("proxy: invalid write result")
@@ -81,10 +118,11 @@ type vecWriter interface {
 	writeVec(bufs net.Buffers) (int64, error)
 }
 
-// writeVec writes vec to w: in one writev(2) on a TCP connection, else one
-// buffer at a time. A short write without an error, which io.Writer
-// forbids, ends it with io.ErrShortWrite.
-func writeVec(w io.Writer, vec [][]byte) (int64, error) {
+// writeVec writes vec to w: in one writev(2) on a TCP connection, through
+// nb (memory that outlives the call, so that nothing is allocated for it),
+// else one buffer at a time. A short write without an error, which
+// io.Writer forbids, ends it with io.ErrShortWrite.
+func writeVec(w io.Writer, vec [][]byte, nb *net.Buffers) (int64, error) {
 	if len(vec) == 0 {
 		return 0, nil
 	}
@@ -93,8 +131,10 @@ func writeVec(w io.Writer, vec [][]byte) (int64, error) {
 		return w.writeVec(vec)
 	case *net.TCPConn:
 		if len(vec) > 1 {
-			bufs := net.Buffers(vec)
-			return bufs.WriteTo(w)
+			*nb = vec
+			n, err := nb.WriteTo(w)
+			*nb = nil
+			return n, err
 		}
 	}
 	var n int64
@@ -114,43 +154,39 @@ func writeVec(w io.Writer, vec [][]byte) (int64, error) {
 	return n, nil
 }
 
-// copyGather copies r to w until r's end, reading into buffers of bufs
-// and writing what sendGather full reads gathered in one writeVec. It
-// holds one buffer while it waits for the caller, and the others only
-// between a full read and the write.
-func copyGather(w io.Writer, r io.Reader, bufs *sendBufPool) (int64, error) {
-	var held [sendGather]*[sendBufSize]byte
-	defer func() {
-		for _, b := range held {
-			if b != nil {
-				bufs.put(b)
-			}
-		}
-	}()
-	var vecs [sendGather][]byte
+// copy copies r to w until r's end, reading into buffers of s.bufs and
+// writing what up to sendGather full reads gathered in one writeVec. It
+// holds one buffer while it waits for the caller, and the others, borrowed
+// under sendGatherBudget, from a full read until the write.
+func (s *sender) copy(w io.Writer, r io.Reader) (int64, error) {
+	first := s.bufs.get()
+	defer s.bufs.put(first)
+	var more [sendGather - 1]*[sendBufSize]byte
 	var sent int64
 	for {
-		vec := vecs[:0]
+		vec := s.vecs[:0]
 		var rerr error
-		for i := range held {
-			if held[i] == nil {
-				held[i] = bufs.get()
-			}
-			m, err := r.Read(held[i][:])
+		buf := first
+		for i := 0; ; i++ {
+			m, err := r.Read(buf[:])
 			if m > 0 {
-				vec = append(vec, held[i][:m])
+				vec = append(vec, buf[:m])
 			}
-			if rerr = err; err != nil || m < sendBufSize {
+			if rerr = err; err != nil || m < sendBufSize || i == len(more) {
 				break
 			}
+			if more[i] = s.bufs.borrow(); more[i] == nil {
+				break
+			}
+			buf = more[i]
 		}
-		k, werr := writeVec(w, vec)
+		k, werr := writeVec(w, vec, &s.nb)
 		sent += k
-		clear(vecs[:])
-		for i := 1; i < sendGather; i++ {
-			if held[i] != nil {
-				bufs.put(held[i])
-				held[i] = nil
+		clear(s.vecs[:])
+		for i, b := range more {
+			if b != nil {
+				s.bufs.giveBack(b)
+				more[i] = nil
 			}
 		}
 		if done, err := stepEnd(rerr, werr); done {
@@ -177,16 +213,16 @@ func stepEnd(rerr, werr error) (bool, error) {
 // sendTo is the outgoing body's sendTo: the copy's, while the exchange is
 // on; then, or without a copy, an ordinary copy through this guard, which
 // stops at the exchange's end, in a buffer taken only then.
-func (b *guardedBody) sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, error) {
+func (b *guardedBody) sendTo(w io.Writer, n int64, s *sender) (int64, error) {
 	var sent int64
 	if rb, ok := b.rc.(*replayBody); ok {
-		m, err := rb.sendTo(w, n, &b.closed)
+		m, err := rb.sendTo(w, n, &b.closed, s)
 		if !errors.Is(err, errCopyGone) {
 			return m, err
 		}
 		sent = m
 	}
-	m, err := copyGather(w, &io.LimitedReader{R: b, N: n - sent}, bufs)
+	m, err := s.copy(w, &io.LimitedReader{R: b, N: n - sent})
 	return sent + m, err
 }
 
@@ -197,7 +233,7 @@ func (b *guardedBody) sendTo(w io.Writer, n int64, bufs *sendBufPool) (int64, er
 // upstream answered before the body was sent) cannot hand them to another
 // request under it. It stops, with errCopyGone, when the copy is given up
 // (the cap, or the exchange's end); closed is the outgoing body's guard.
-func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, error) {
+func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool, s *sender) (int64, error) {
 	var sent int64
 	for sent < n {
 		if closed.Load() {
@@ -212,10 +248,10 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 		b.refs++
 		b.mu.Unlock()
 
-		vec, over, full, rerr := b.gather(n-sent, closed)
-		k, werr := writeVec(w, vec)
+		vec, over, full, rerr := b.gather(n-sent, closed, s.vecs[:0])
+		k, werr := writeVec(w, vec, &s.nb)
 		sent += k
-		clear(b.vecs[:])
+		clear(s.vecs[:])
 
 		b.mu.Lock()
 		gone := b.keep && (over || full)
@@ -244,14 +280,19 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool) (int64, e
 // and the copy is given up once they are written, since that hands the
 // chunks back. full reports that no chunk was left under the cap, and
 // nothing was read. Gathering stops at the exchange's end (closed): what
-// was read goes out, and the next step stops.
-func (b *replayBody) gather(n int64, closed *atomic.Bool) (vec [][]byte, over, full bool, rerr error) {
-	vec = b.vecs[:0]
+// was read goes out, and the next step stops. One sendTo runs per body at
+// a time (the transport's write loop), and nothing else reads the body
+// meanwhile.
+func (b *replayBody) gather(n int64, closed *atomic.Bool, vec [][]byte) (_ [][]byte, over, full bool, rerr error) {
 	for got := int64(0); len(vec) < sendGather && got < n; {
 		if got > 0 && closed.Load() {
 			break
 		}
 		b.mu.Lock()
+		if !b.keep { // given up: sendTo finds out next
+			b.mu.Unlock()
+			break
+		}
 		// A new chunk only when the last is full: a Read of nothing leaves
 		// the one taken for it empty, and it is filled next time.
 		if b.n == int64(len(b.chunks))*replayChunk {

@@ -56,7 +56,7 @@ func NewTransport(u TransportOptions) (*http.Transport, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &upstreamConn{Conn: c, bufs: bufs}, nil // bodies go out through it (replay_send.go)
+			return &upstreamConn{Conn: c, send: sender{bufs: bufs}}, nil // bodies go out through it (replay_send.go)
 		},
 		ForceAttemptHTTP2:     true,
 		TLSClientConfig:       tlsCfg,
