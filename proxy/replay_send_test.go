@@ -149,8 +149,11 @@ func TestBodySendAllocatesNoBuffer(t *testing.T) {
 	if per := (after.TotalAlloc - before.TotalAlloc - uint64(made*sendBufSize)) / runs; per >= 1<<10 {
 		t.Errorf("%d bytes allocated per send of a body without a copy, besides the pool's buffers; want under 1 KiB", per)
 	}
-	if !raceEnabled && made != 0 {
-		t.Errorf("%d buffers made after the first sends: the sends do not give every buffer back", made)
+	// A collection empties sync.Pool (two of them drop what it held): at
+	// most the sendGather buffers one send uses at once are made again for
+	// that. A send that keeps a buffer makes one more on every send.
+	if !raceEnabled && made > sendGather {
+		t.Errorf("%d buffers made over %d sends after the first: the sends do not give every buffer back", made, runs)
 	}
 	if out := bufs.extra.Load(); out != 0 {
 		t.Errorf("%d gathering buffers still borrowed", out)
