@@ -47,7 +47,7 @@ type sendBufPool struct {
 
 func newSendBufPool() *sendBufPool {
 	p := &sendBufPool{}
-	p.p.New = func() any { return new([sendBufSize]byte) }
+	p.init()
 	return p
 }
 

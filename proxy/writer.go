@@ -55,9 +55,13 @@ type arrayPool[A any] struct{ p sync.Pool }
 
 func newArrayPool[A any]() *arrayPool[A] {
 	ap := &arrayPool[A]{}
-	ap.p.New = func() any { return new(A) }
+	ap.init()
 	return ap
 }
+
+// init makes the pool hand out new arrays when it has none (for a pool
+// inside another type, such as sendBufPool).
+func (ap *arrayPool[A]) init() { ap.p.New = func() any { return new(A) } }
 
 func (ap *arrayPool[A]) get() *A  { return ap.p.Get().(*A) }
 func (ap *arrayPool[A]) put(a *A) { ap.p.Put(a) }
