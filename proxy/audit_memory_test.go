@@ -18,6 +18,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/testing/eventually"
 	"github.com/faxgate/faxgate/internal/testing/gatewaytest"
+	"github.com/faxgate/faxgate/internal/testing/race"
 )
 
 // stalledCallers: loopback peers are nobody, so every request is refused
@@ -45,7 +46,7 @@ callers:
 // in use; the race detector multiplies both, so it is judged without it
 // (make test runs it so).
 func TestStalledRefusedUploadsHoldBoundedMemory(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("memory is judged without the race detector (make test runs this test without it)")
 	}
 	const (

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/faxgate/faxgate/internal/config"
+	"github.com/faxgate/faxgate/internal/testing/race"
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/proxy"
 	"github.com/faxgate/faxgate/tokencache"
@@ -277,7 +278,7 @@ func TestScaleConfigCompilesFast(t *testing.T) {
 		best = min(best, time.Since(start))
 	}
 	limit := time.Second
-	if raceEnabled {
+	if race.Enabled {
 		limit *= 10 // the race detector's slowdown
 	}
 	if best > limit {
@@ -347,7 +348,7 @@ func TestAllocsPerUnsampledRequest(t *testing.T) {
 // against budget, by case name.
 func checkAllocs(t *testing.T, h http.Handler, what string, budget map[string]float64) {
 	t.Helper()
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("allocation counts are judged without the race detector: make bench")
 	}
 	w := &discardWriter{h: http.Header{}}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/faxgate/faxgate/internal/testing/race"
 )
 
 // chunkWrites records what is written to it, and whether each write's bytes
@@ -152,7 +154,7 @@ func TestBodySendAllocatesNoBuffer(t *testing.T) {
 	// A collection empties sync.Pool (two of them drop what it held): at
 	// most the sendGather buffers one send uses at once are made again for
 	// that. A send that keeps a buffer makes one more on every send.
-	if !raceEnabled && made > sendGather {
+	if !race.Enabled && made > sendGather {
 		t.Errorf("%d buffers made over %d sends after the first: the sends do not give every buffer back", made, runs)
 	}
 	if out := bufs.extra.Load(); out != 0 {
@@ -491,7 +493,7 @@ func TestGatheredWriteOnTCPArrivesWhole(t *testing.T) {
 		t.Fatalf("writeVec: %d, %v", n, err)
 	}
 	small := [][]byte{{'d'}, {'e'}}
-	if !raceEnabled {
+	if !race.Enabled {
 		scratch := make([][]byte, len(small))
 		if allocs := testing.AllocsPerRun(20, func() {
 			copy(scratch, small)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/testing/eventually"
+	"github.com/faxgate/faxgate/internal/testing/race"
 	"github.com/faxgate/faxgate/internal/testing/tlstest"
 )
 
@@ -33,7 +34,7 @@ import (
 // measure is the gateway's resident memory alone, read from /proc. The race
 // detector multiplies memory: make test runs this test without it.
 func TestWaitingUploadsHoldBoundedMemory(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("memory is judged without the race detector (make test runs this test without it)")
 	}
 	const (
