@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
+
+	"github.com/faxgate/faxgate/internal/base/vecio"
 )
 
 // An upload that streams with a copy for a resend (replay.go) would cross
@@ -110,52 +112,8 @@ const (
 	sendGatherBudget = 64
 )
 
-var errInvalidWrite = errors.New("proxy: invalid write result")
-
-// vecWriter writes several buffers in one call, as a TCP connection does
-// with writev(2). Tests implement it to see the writes as the kernel would.
-type vecWriter interface {
-	writeVec(bufs net.Buffers) (int64, error)
-}
-
-// writeVec writes vec to w: in one writev(2) on a TCP connection, through
-// nb (memory that outlives the call, so that nothing is allocated for it),
-// else one buffer at a time. A short write without an error, which
-// io.Writer forbids, ends it with io.ErrShortWrite.
-func writeVec(w io.Writer, vec [][]byte, nb *net.Buffers) (int64, error) {
-	if len(vec) == 0 {
-		return 0, nil
-	}
-	switch w := w.(type) {
-	case vecWriter:
-		return w.writeVec(vec)
-	case *net.TCPConn:
-		if len(vec) > 1 {
-			*nb = vec
-			n, err := nb.WriteTo(w)
-			*nb = nil
-			return n, err
-		}
-	}
-	var n int64
-	for _, p := range vec {
-		k, err := w.Write(p)
-		if k < 0 || k > len(p) {
-			return n, errInvalidWrite
-		}
-		n += int64(k)
-		if err != nil {
-			return n, err
-		}
-		if k < len(p) {
-			return n, io.ErrShortWrite
-		}
-	}
-	return n, nil
-}
-
 // copy copies r to w until r's end, reading into buffers of s.bufs and
-// writing what up to sendGather full reads gathered in one writeVec. It
+// writing what up to sendGather full reads gathered in one vecio.Write. It
 // holds one buffer while it waits for the caller, and the others, borrowed
 // under sendGatherBudget, from a full read until the write.
 func (s *sender) copy(w io.Writer, r io.Reader) (int64, error) {
@@ -180,7 +138,7 @@ func (s *sender) copy(w io.Writer, r io.Reader) (int64, error) {
 			}
 			buf = more[i]
 		}
-		k, werr := writeVec(w, vec, &s.nb)
+		k, werr := vecio.Write(w, vec, &s.nb)
 		sent += k
 		clear(s.vecs[:])
 		for i, b := range more {
@@ -249,7 +207,7 @@ func (b *replayBody) sendTo(w io.Writer, n int64, closed *atomic.Bool, s *sender
 		b.mu.Unlock()
 
 		vec, over, full, rerr := b.gather(n-sent, closed, s.vecs[:0])
-		k, werr := writeVec(w, vec, &s.nb)
+		k, werr := vecio.Write(w, vec, &s.nb)
 		sent += k
 		clear(s.vecs[:])
 

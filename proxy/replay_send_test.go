@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/faxgate/faxgate/internal/base/vecio"
 	"github.com/faxgate/faxgate/internal/testing/race"
 )
 
@@ -164,7 +165,7 @@ func TestBodySendAllocatesNoBuffer(t *testing.T) {
 
 // sizeRecorder records the sizes of the reads through it, or of the
 // writes: one entry per buffer written, and per write call the buffers it
-// took (vecWriter, as writev(2) takes them on a TCP connection).
+// took (vecio.Writer, as writev(2) takes them on a TCP connection).
 type sizeRecorder struct {
 	r     io.Reader
 	w     io.Writer
@@ -183,7 +184,7 @@ func (s *sizeRecorder) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-func (s *sizeRecorder) writeVec(bufs net.Buffers) (int64, error) {
+func (s *sizeRecorder) WriteVec(bufs net.Buffers) (int64, error) {
 	var call []int
 	for _, p := range bufs {
 		call = append(call, len(p))
@@ -332,9 +333,9 @@ type writerConn struct {
 
 func (c writerConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
-// writeVec passes gathered writes on as they come.
-func (c writerConn) writeVec(bufs net.Buffers) (int64, error) {
-	return writeVec(c.w, bufs, new(net.Buffers))
+// WriteVec passes gathered writes on as they come.
+func (c writerConn) WriteVec(bufs net.Buffers) (int64, error) {
+	return vecio.Write(c.w, bufs, new(net.Buffers))
 }
 
 // scriptedReader returns its parts one Read at a time; an empty part is a
@@ -459,56 +460,6 @@ func (e *eofWithData) Read(p []byte) (int, error) {
 		err = io.EOF
 	}
 	return n, err
-}
-
-// TestGatheredWriteOnTCPArrivesWhole: on a TCP connection the gathered
-// buffers (one writev(2)) arrive whole and in order, and writing them
-// allocates nothing.
-func TestGatheredWriteOnTCPArrivesWhole(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		got <- b
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	vec := [][]byte{bytes.Repeat([]byte("a"), 100<<10), {'b'}, bytes.Repeat([]byte("c"), 70<<10)}
-	want := bytes.Join(vec, nil)
-	var nb net.Buffers
-	if n, err := writeVec(c, slices.Clone(vec), &nb); err != nil || n != int64(len(want)) {
-		t.Fatalf("writeVec: %d, %v", n, err)
-	}
-	small := [][]byte{{'d'}, {'e'}}
-	if !race.Enabled {
-		scratch := make([][]byte, len(small))
-		if allocs := testing.AllocsPerRun(20, func() {
-			copy(scratch, small)
-			if _, err := writeVec(c, scratch, &nb); err != nil {
-				t.Fatal(err)
-			}
-		}); allocs != 0 {
-			t.Errorf("a gathered write on TCP allocates %v times", allocs)
-		}
-		want = append(want, bytes.Repeat([]byte("de"), 21)...) // AllocsPerRun runs it once more
-	}
-	c.Close()
-	if b := <-got; !bytes.Equal(b, want) {
-		t.Errorf("the other end got %d bytes, not the %d written in order", len(b), len(want))
-	}
 }
 
 // onRead calls f after each Read of r.
