@@ -53,6 +53,12 @@ func startGatewayWith(t *testing.T, tr *http.Transport) (addr string, sim *faxsi
 // startGatewayUpstream is startGatewayWith with the simulator wrapped by
 // wrap (when not nil), and also returns the handler.
 func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handler) http.Handler) (addr string, sim *faxsim.Sim, h *Handler) {
+	return startGatewayConns(t, tr, wrap, nil)
+}
+
+// startGatewayConns is startGatewayUpstream with every accepted connection
+// passed through conn (when not nil) before the listener's sniffer.
+func startGatewayConns(t *testing.T, tr *http.Transport, wrap func(http.Handler) http.Handler, conn func(net.Conn) net.Conn) (addr string, sim *faxsim.Sim, h *Handler) {
 	const key = "sk_test_conn-0123456789"
 	sim = faxsim.New(faxsim.Options{APIKey: key})
 	var upstream http.Handler = sim
@@ -85,9 +91,13 @@ func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handl
 	base, _ := url.Parse(up.URL)
 	h = New(Options{Upstream: base, Transport: tr, Tokens: tokens, Rules: rules, MaxBodyBytes: cfg.Server.MaxBodyBytes, ResendBufferBytes: cfg.Server.ResendBufferBytes,
 		ReadTimeout: cfg.Server.ReadTimeout, UpstreamTimeout: cfg.Upstream.Timeout, Metrics: met, Logger: log})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if conn != nil {
+		ln = connListener{ln, conn}
 	}
 	srv := listener.NewServer(h, listener.ServerOptions{ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, IdleTimeout: cfg.Server.IdleTimeout, Logger: log})
 	go func() { _ = srv.Serve(listener.Wrap(ln)) }()
@@ -98,6 +108,20 @@ func startGatewayUpstream(t *testing.T, tr *http.Transport, wrap func(http.Handl
 		t.Fatalf("no first token: %v", err)
 	}
 	return ln.Addr().String(), sim, h
+}
+
+// connListener passes every connection it accepts through conn.
+type connListener struct {
+	net.Listener
+	conn func(net.Conn) net.Conn
+}
+
+func (l connListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.conn(c), nil
 }
 
 // forwarded counts the requests the upstream received, token calls aside.

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/faxgate/faxgate/proxy/listener"
 )
 
 // relay writes the upstream's answer to the caller: its head (scrubbed of
@@ -45,7 +47,22 @@ func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *h
 	}
 	w.WriteHeader(res.StatusCode)
 
-	if err := h.copyResponse(w, res); err != nil {
+	// A whole answer is one Write: its head and body go out in one write
+	// to the caller (listener.HoldWrites). When its last bytes are still
+	// in net/http's buffer, behind a held flush, they are flushed now to
+	// leave with it, rather than in a write of their own at the end.
+	var held listener.Held
+	if res.Body == &l.whole {
+		held = listener.HoldWrites(r)
+	}
+	err := h.copyResponse(w, res)
+	if err == nil && held.Holding() {
+		err = http.NewResponseController(w).Flush()
+	}
+	if herr := held.Release(); err == nil {
+		err = herr
+	}
+	if err != nil {
 		defer res.Body.Close()
 		if r.Context().Value(http.ServerContextKey) == nil {
 			return // not under a server (a test calling ServeHTTP): nothing recovers a panic

@@ -8,12 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faxgate/faxgate/internal/base/vecio"
 )
 
 // writeLog records every write(2) the transport makes on its upstream
@@ -204,6 +207,109 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 				t.Fatal("the body differs from the upstream's")
 			}
 		})
+	}
+}
+
+// callerConn is the gateway's end of a caller's TCP connection, recording
+// each write call on it (one entry per call, its bytes in all), vectored
+// ones included, as the kernel sees them.
+type callerConn struct {
+	net.Conn
+	mu    sync.Mutex
+	calls []int
+	nb    net.Buffers
+}
+
+func (c *callerConn) record(n int) {
+	c.mu.Lock()
+	c.calls = append(c.calls, n)
+	c.mu.Unlock()
+}
+
+func (c *callerConn) Write(p []byte) (int, error) {
+	c.record(len(p))
+	return c.Conn.Write(p)
+}
+
+func (c *callerConn) WriteVec(bufs net.Buffers) (int64, error) {
+	n := 0
+	for _, p := range bufs {
+		n += len(p)
+	}
+	c.record(n)
+	return vecio.Write(c.Conn, bufs, &c.nb)
+}
+
+func (c *callerConn) writes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
+}
+
+// TestWholeAnswerReachesTheCallerInOneWrite: over real TCP, through
+// net/http's server, an answer of known length up to copyBufSize leaves
+// in one write, head and body together (the bench's 64 KB answer among
+// them), where net/http alone makes two: the flush of its 4 KiB buffer and
+// the rest, written directly or at the handler's end. Every answer arrives
+// byte for byte; a larger one streams.
+func TestWholeAnswerReachesTheCallerInOneWrite(t *testing.T) {
+	body := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(i%26)
+		}
+		return b
+	}
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n, err := strconv.Atoi(r.URL.Query().Get("size"))
+			if r.URL.Path != "/v1/esign_templates" || err != nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			_, _ = w.Write(body(n))
+		})
+	}
+	conns := make(chan *callerConn, 8)
+	addr, _, _ := startGatewayConns(t, &http.Transport{DisableCompression: true}, wrap, func(c net.Conn) net.Conn {
+		cc := &callerConn{Conn: c}
+		conns <- cc
+		return cc
+	})
+	for _, tc := range []struct {
+		size     int
+		maxCalls int // 0: any number (the answer streams)
+	}{
+		{100, 1},
+		{4000, 1},
+		{5000, 1}, // the flush of 4 KiB is held, and the rest flushed to go with it
+		{65631, 1},
+		{copyBufSize, 1},
+		{copyBufSize + 1, 0},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /v1/esign_templates?size="+strconv.Itoa(tc.size)+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		c.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, body(tc.size)) {
+			t.Fatalf("%d bytes: status %d, %d bytes read (%v), or bytes that differ from the upstream's", tc.size, resp.StatusCode, len(got), err)
+		}
+		calls := (<-conns).writes()
+		if tc.maxCalls > 0 && len(calls) > tc.maxCalls {
+			t.Errorf("an answer of %d bytes reached the caller in %d writes %v, want at most %d", tc.size, len(calls), calls, tc.maxCalls)
+		}
 	}
 }
 

@@ -39,12 +39,14 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 
 // copyBufSize is the size of the response copy buffers, and the largest
 // response body the gateway sends to the caller in one piece (wholeBody).
-// With net/http's 4 KiB connection buffer, a 64 KB JSON answer then costs
-// two write(2)s: the head with the body's first bytes, and the rest. Read
-// as it arrives, the same answer took three (gobare's too), and every
-// write wakes the caller's reader. Each response being copied holds one
-// buffer; a pooled buffer reused from the GC's spans is zeroed, so it is
-// resident whole (the rig's RSS: 27.2 MB on dl64k with 64 connections).
+// Such an answer is one Write, and, with the caller's connection holding
+// net/http's first flush (listener.HoldWrites), one write(2) with its
+// head. Every write wakes the caller's reader: a 64 KB JSON answer copied
+// as it arrives costs three (gobare's too), and read whole but written by
+// net/http alone, two.
+// Each response being copied holds one buffer; a pooled buffer reused from
+// the GC's spans is zeroed, so it is resident whole (the rig's RSS: 27.2
+// MB on dl64k with 64 connections).
 const copyBufSize = 128 << 10
 
 // arrayPool recycles buffers of one array type: the response copy

@@ -56,16 +56,21 @@ const (
 )
 
 // Wrap makes every accepted connection of ln pass through the framing sniffer.
-func Wrap(ln net.Listener) net.Listener { return &framingListener{ln} }
+func Wrap(ln net.Listener) net.Listener { return &framingListener{ln, newHoldPool()} }
 
-type framingListener struct{ net.Listener }
+type framingListener struct {
+	net.Listener
+	holds *sync.Pool // the held writes' memory (HoldWrites), shared by the connections
+}
 
 func (l *framingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return newFramingConn(c, sniffBufSize), nil
+	fc := newFramingConn(c, sniffBufSize)
+	fc.holds = l.holds
+	return fc, nil
 }
 
 // framingConn is a net.Conn whose reads go through the framing sniffer.
@@ -101,6 +106,13 @@ type framingConn struct {
 	// n-th verdict, however far the sniffer has read ahead (pipelining).
 	vmu      sync.Mutex
 	verdicts []Verdict
+
+	// holds is where a hold's memory comes from; nil where writes are
+	// never held (under TLS). held is the hold of the request being
+	// answered, nil when none (hold.go). Both belong to the goroutine
+	// that serves the connection, the only one writing to it then.
+	holds *sync.Pool
+	held  *heldWrite
 }
 
 // pushVerdict records the verdict on the head just handed on.

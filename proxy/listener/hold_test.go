@@ -1,0 +1,199 @@
+package listener
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// callConn is a connection that records its writes as the kernel would
+// see them: one entry per call, the sizes of the buffers it took.
+type callConn struct {
+	net.Conn
+	out   bytes.Buffer
+	calls [][]int
+	err   error // every write fails with it when set
+}
+
+func (c *callConn) Write(p []byte) (int, error) {
+	c.calls = append(c.calls, []int{len(p)})
+	if c.err != nil {
+		return 0, c.err
+	}
+	return c.out.Write(p)
+}
+
+func (c *callConn) WriteVec(bufs net.Buffers) (int64, error) {
+	var call []int
+	for _, p := range bufs {
+		call = append(call, len(p))
+	}
+	c.calls = append(c.calls, call)
+	if c.err != nil {
+		return 0, c.err
+	}
+	return bufs.WriteTo(&c.out)
+}
+
+// heldConn is a framing connection over a callConn, as Wrap's listener
+// accepts it, and an HTTP/1 request on it.
+func heldConn(proto int) (*framingConn, *callConn, *http.Request) {
+	cc := &callConn{}
+	fc := newFramingConn(cc, sniffBufSize)
+	fc.holds = newHoldPool()
+	r, _ := http.NewRequest("GET", "http://x/v1/esign_templates", nil)
+	r.ProtoMajor = proto
+	return fc, cc, r.WithContext(withConn(context.Background(), fc))
+}
+
+func write(t *testing.T, c net.Conn, n int, b byte) []byte {
+	t.Helper()
+	p := bytes.Repeat([]byte{b}, n)
+	if k, err := c.Write(p); k != n || err != nil {
+		t.Fatalf("Write of %d bytes: %d, %v", n, k, err)
+	}
+	return p
+}
+
+// TestHeldWritesGoOutTogether: while writes are held, a write of at most
+// 4 KiB (net/http's flush of the head and the body's first bytes) goes out
+// with the next one in one call, or alone at the release; a larger write
+// with nothing held goes out at once. Without a hold every write is its
+// own call.
+func TestHeldWritesGoOutTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		writes  []int
+		calls   [][]int // after the release
+		before  int     // calls made before the release
+		holding bool    // a write is held before the release
+	}{
+		{"flush then the rest", []int{holdSize, 60 << 10}, [][]int{{holdSize, 60 << 10}}, 1, false},
+		{"one small write", []int{100}, [][]int{{100}}, 0, true},
+		{"one large write", []int{holdSize + 1}, [][]int{{holdSize + 1}}, 1, false},
+		{"three writes", []int{10, 20, 30}, [][]int{{10, 20}, {30}}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, cc, r := heldConn(1)
+			held := HoldWrites(r)
+			var want []byte
+			for i, n := range tc.writes {
+				want = append(want, write(t, fc, n, byte('a'+i))...)
+			}
+			if len(cc.calls) != tc.before {
+				t.Errorf("%d calls before the release, want %d: %v", len(cc.calls), tc.before, cc.calls)
+			}
+			if held.Holding() != tc.holding {
+				t.Errorf("Holding %v, want %v", held.Holding(), tc.holding)
+			}
+			if err := held.Release(); err != nil {
+				t.Fatal(err)
+			}
+			if held.Holding() {
+				t.Error("Holding after the release")
+			}
+			if !slices.EqualFunc(cc.calls, tc.calls, slices.Equal) {
+				t.Errorf("calls %v, want %v", cc.calls, tc.calls)
+			}
+			if !bytes.Equal(cc.out.Bytes(), want) {
+				t.Error("the bytes written differ from the writes, or their order")
+			}
+			// Released: the writes pass through as they come.
+			cc.calls = nil
+			write(t, fc, 10, 'x')
+			write(t, fc, 10, 'y')
+			if len(cc.calls) != 2 {
+				t.Errorf("after the release: %d calls for 2 writes", len(cc.calls))
+			}
+			if err := held.Release(); err != nil || len(cc.calls) != 2 {
+				t.Errorf("a second release: %v, %d calls", err, len(cc.calls))
+			}
+		})
+	}
+}
+
+// TestHoldWritesHoldsOnlyPlainHTTP1: over HTTP/2, on a connection that
+// cannot gather its writes, without a pool (under TLS), outside the
+// listener, or while writes are held already, HoldWrites holds nothing.
+func TestHoldWritesHoldsOnlyPlainHTTP1(t *testing.T) {
+	check := func(name string, c net.Conn, cc *callConn, r *http.Request) {
+		t.Helper()
+		held := HoldWrites(r)
+		if held != (Held{}) {
+			t.Errorf("%s: writes held", name)
+		}
+		if cc != nil {
+			n := len(cc.calls)
+			write(t, c, 10, 'a')
+			if len(cc.calls) != n+1 {
+				t.Errorf("%s: a write was kept", name)
+			}
+		}
+		if err := held.Release(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	fc, cc, r := heldConn(2)
+	check("HTTP/2", fc, cc, r)
+
+	fc, cc, r = heldConn(1)
+	fc.holds = nil
+	check("no pool", fc, cc, r)
+
+	plain := newFramingConn(&scriptConn{}, sniffBufSize)
+	plain.holds = newHoldPool()
+	r, _ = http.NewRequest("GET", "http://x/", nil)
+	check("no gathering", plain, nil, r.WithContext(withConn(context.Background(), plain)))
+
+	r, _ = http.NewRequest("GET", "http://x/", nil)
+	check("no listener", nil, nil, r)
+
+	fc, cc, r = heldConn(1)
+	first := HoldWrites(r)
+	if first == (Held{}) {
+		t.Fatal("the first hold holds nothing")
+	}
+	if HoldWrites(r) != (Held{}) {
+		t.Error("a second hold while the first lasts")
+	}
+	write(t, fc, 10, 'a')
+	if len(cc.calls) != 0 {
+		t.Error("the first hold ended with the second")
+	}
+	if err := first.Release(); err != nil || len(cc.calls) != 1 {
+		t.Errorf("release: %v, %d calls", err, len(cc.calls))
+	}
+}
+
+// TestHeldWriteFailureIsReported: a held write that fails is the error of
+// the write it went out with, or of the release; either way nothing is
+// left held.
+func TestHeldWriteFailureIsReported(t *testing.T) {
+	boom := errors.New("boom")
+
+	fc, cc, r := heldConn(1)
+	held := HoldWrites(r)
+	write(t, fc, 100, 'a')
+	cc.err = boom
+	if n, err := fc.Write(make([]byte, 200)); n != 0 || !errors.Is(err, boom) {
+		t.Errorf("the write after a held one: %d, %v; want 0, boom", n, err)
+	}
+	if err := held.Release(); err != nil || len(cc.calls) != 1 {
+		t.Errorf("release after the failure: %v, %d calls; want nothing more written", err, len(cc.calls))
+	}
+
+	fc, cc, r = heldConn(1)
+	held = HoldWrites(r)
+	write(t, fc, 100, 'a')
+	cc.err = boom
+	if err := held.Release(); !errors.Is(err, boom) {
+		t.Errorf("release of a held write that fails: %v", err)
+	}
+	if fc.held != nil {
+		t.Error("the hold outlived its release")
+	}
+}
