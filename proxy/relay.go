@@ -54,6 +54,7 @@ func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *h
 	var held listener.Held
 	if res.Body == &l.whole {
 		held = listener.HoldWrites(r)
+		defer held.Release() // on a panic too: the connection's next answer must not be held
 	}
 	err := h.copyResponse(w, res)
 	if err == nil && held.Holding() {

@@ -27,8 +27,12 @@ func newHoldPool() *sync.Pool {
 }
 
 // Held is a hold on the writes to a request's connection (HoldWrites).
-// The zero Held holds nothing.
-type Held struct{ c *framingConn }
+// The zero Held holds nothing, and neither does one already released:
+// it names its own hold, not whichever the connection has later.
+type Held struct {
+	c   *framingConn
+	gen uint64 // the connection's holdGen when this hold began
+}
 
 // HoldWrites holds the writes to r's connection until Release: a write of
 // at most 4 KiB is kept, and goes out with the write after it in one
@@ -43,29 +47,39 @@ type Held struct{ c *framingConn }
 //
 // It holds nothing for a request other than HTTP/1 on a plain TCP framing
 // connection (HTTP/2 and TLS write in frames and records of their own),
-// or while writes are held already. Call it after the answer's status is
-// set (WriteHeader): from then on net/http sends no 100 Continue, whose
-// write would come from the goroutine that reads the request body.
+// or while writes are held already.
+//
+// Only the goroutine serving the connection may hold its writes, and only
+// once no other goroutine can write to it: after the answer's status is
+// set (WriteHeader), when net/http sends no more 100 Continue (written by
+// the goroutine that reads the request body), and after the round trip,
+// when no more 1xx answers are relayed (written by the transport's).
 func HoldWrites(r *http.Request) Held {
 	c := connOf(r)
 	if c == nil || r.ProtoMajor != 1 || c.holds == nil || c.held != nil || !vecio.Gathers(c.Conn) {
 		return Held{}
 	}
 	c.held = c.holds.Get().(*heldWrite)
-	return Held{c}
+	c.holdGen++
+	return Held{c, c.holdGen}
 }
+
+// mine reports whether h's hold is the connection's current one (the pool
+// may hand a later hold the same memory, so the generation tells them
+// apart).
+func (h Held) mine() bool { return h.c != nil && h.c.held != nil && h.c.holdGen == h.gen }
 
 // Holding reports whether a write is held: the handler that flushes what
 // net/http still buffers then sends it along with what is held.
-func (h Held) Holding() bool { return h.c != nil && h.c.held != nil && h.c.held.n > 0 }
+func (h Held) Holding() bool { return h.mine() && h.c.held.n > 0 }
 
 // Release ends the hold: what is held is written now, and the error is
-// that write's.
+// that write's. Releasing again does nothing.
 func (h Held) Release() error {
-	c := h.c
-	if c == nil || c.held == nil {
+	if !h.mine() {
 		return nil
 	}
+	c := h.c
 	hw := c.held
 	c.held = nil
 	defer c.holds.Put(hw)

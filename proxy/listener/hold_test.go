@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/faxgate/faxgate/internal/testing/race"
 )
 
 // callConn is a connection that records its writes as the kernel would
@@ -17,12 +20,16 @@ type callConn struct {
 	out   bytes.Buffer
 	calls [][]int
 	err   error // every write fails with it when set
+	short bool  // a plain write takes one byte less, without an error
 }
 
 func (c *callConn) Write(p []byte) (int, error) {
 	c.calls = append(c.calls, []int{len(p)})
 	if c.err != nil {
 		return 0, c.err
+	}
+	if c.short && len(p) > 0 {
+		return c.out.Write(p[:len(p)-1])
 	}
 	return c.out.Write(p)
 }
@@ -196,4 +203,81 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 	if fc.held != nil {
 		t.Error("the hold outlived its release")
 	}
+
+	// A short write without an error, which io.Writer forbids, is not
+	// taken for a whole one.
+	fc, cc, r = heldConn(1)
+	held = HoldWrites(r)
+	write(t, fc, 100, 'a')
+	cc.short = true
+	if err := held.Release(); !errors.Is(err, io.ErrShortWrite) {
+		t.Errorf("release of a held write written short: %v", err)
+	}
+}
+
+// TestReleasedHoldStaysReleased: a Held released, or released again after
+// a later hold on the same connection began, does not touch that hold.
+func TestReleasedHoldStaysReleased(t *testing.T) {
+	fc, cc, r := heldConn(1)
+	first := HoldWrites(r)
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	second := HoldWrites(r)
+	write(t, fc, 100, 'a')
+	if first.Holding() {
+		t.Error("a released hold reports the next one's held write")
+	}
+	if err := first.Release(); err != nil || len(cc.calls) != 0 || !second.Holding() {
+		t.Errorf("a released hold, released again, ended the next one: %v, %d calls", err, len(cc.calls))
+	}
+	if err := second.Release(); err != nil || len(cc.calls) != 1 {
+		t.Errorf("release: %v, %d calls", err, len(cc.calls))
+	}
+}
+
+// TestHoldAllocatesNothing: a hold's memory comes back to the listener's
+// pool at its release, so holding, writing and releasing allocate nothing.
+// (A collection may empty the pool during the runs: up to a few new
+// holds are allowed for, one a run is not.)
+func TestHoldAllocatesNothing(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector allocates on its own and drops what sync.Pool is given")
+	}
+	var dc discardConn
+	fc := newFramingConn(&dc, sniffBufSize)
+	fc.holds = newHoldPool()
+	r, _ := http.NewRequest("GET", "http://x/v1/esign_templates", nil)
+	r = r.WithContext(withConn(context.Background(), fc))
+	head, rest := make([]byte, holdSize), make([]byte, 60<<10)
+	allocs := testing.AllocsPerRun(100, func() {
+		held := HoldWrites(r)
+		_, _ = fc.Write(head)
+		_, _ = fc.Write(rest)
+		_ = held.Release()
+	})
+	if allocs > 0.1 {
+		t.Errorf("a hold, two writes and a release allocate %v times", allocs)
+	}
+	if dc.vecs != 101 { // AllocsPerRun runs it once more
+		t.Errorf("%d vectored writes for 101 holds", dc.vecs)
+	}
+}
+
+// discardConn counts its vectored writes and drops every byte, without
+// allocating.
+type discardConn struct {
+	net.Conn
+	vecs int
+}
+
+func (c *discardConn) Write(p []byte) (int, error) { return len(p), nil }
+
+func (c *discardConn) WriteVec(bufs net.Buffers) (int64, error) {
+	c.vecs++
+	var n int64
+	for _, p := range bufs {
+		n += int64(len(p))
+	}
+	return n, nil
 }

@@ -109,10 +109,14 @@ type framingConn struct {
 
 	// holds is where a hold's memory comes from; nil where writes are
 	// never held (under TLS). held is the hold of the request being
-	// answered, nil when none (hold.go). Both belong to the goroutine
-	// that serves the connection, the only one writing to it then.
-	holds *sync.Pool
-	held  *heldWrite
+	// answered, nil when none (hold.go). The goroutine serving the
+	// connection sets and clears it; Write reads it, also from the two
+	// other goroutines that write to a connection (a 100 Continue, a
+	// relayed 1xx), which net/http and the handler stop before a hold
+	// begins (HoldWrites).
+	holds   *sync.Pool
+	held    *heldWrite
+	holdGen uint64 // holds begun on the connection, so a Held knows its own
 }
 
 // pushVerdict records the verdict on the head just handed on.
