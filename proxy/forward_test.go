@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,9 @@ func TestForwardHeaders(t *testing.T) {
 }
 
 // An answer that breaks off after its head is not passed off as whole:
-// the caller's connection is aborted, with a declared length or chunked.
+// the caller's connection is aborted, with a declared length or chunked,
+// and after more than the 4 KiB a whole answer's connection holds
+// (listener.HoldWrites).
 func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,11 +104,15 @@ func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			if r.URL.Query().Get("job_id") == "sized" {
+			job := r.URL.Query().Get("job_id")
+			if job != "chunked" {
 				w.Header().Set("Content-Length", "100000")
 			}
 			w.Header().Set("Content-Type", "application/pdf")
 			_, _ = io.WriteString(w, "%PDF-1.7 a start")
+			if job == "sized, past 4 KiB" {
+				_, _ = io.WriteString(w, strings.Repeat("x", 20000))
+			}
 			http.NewResponseController(w).Flush()
 			c, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
@@ -113,8 +120,8 @@ func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
 			}
 		})
 	}})
-	for _, job := range []string{"sized", "chunked"} {
-		resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=" + job)
+	for _, job := range []string{"sized", "sized, past 4 KiB", "chunked"} {
+		resp, err := g.Client.Get(g.URL + "/v1/faxes/download?job_id=" + url.QueryEscape(job))
 		if err != nil {
 			continue // aborted before the head went out (a sized answer is read whole first)
 		}

@@ -313,11 +313,85 @@ func TestWholeAnswerReachesTheCallerInOneWrite(t *testing.T) {
 	}
 }
 
-// TestLargeBodyGoesUpstreamWhole: a 1 MiB body arrives upstream whole, in
-// net/http's own 32 KiB writes. (Larger writes were measured and dropped:
-// they saved the gateway's core about 34 µs a 1 MiB upload but cost the
-// sender as much, and brought four times the zero-window advertisements;
-// docs/performance.md.)
+// TestWholeAnswerAfterInterimAnswers: a whole answer's held write comes
+// after the connection's other writers are done: a 103 Early Hints relayed
+// by the transport's goroutine (twice on one connection), and the 100
+// Continue net/http writes from the goroutine that reads the body. Run
+// with the race detector, it checks that ordering; every answer arrives
+// byte for byte.
+func TestWholeAnswerAfterInterimAnswers(t *testing.T) {
+	const size = 65631
+	answer := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+	wrap := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("whole") == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if r.Method == http.MethodGet {
+				w.Header().Set("Link", "</app.js>; rel=preload")
+				w.WriteHeader(http.StatusEarlyHints)
+				w.Header().Del("Link")
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			_, _ = w.Write(answer)
+		})
+	}
+	addr, _, _ := startGatewayUpstream(t, &http.Transport{DisableCompression: true}, wrap)
+	final := func(br *bufio.Reader, sent func()) {
+		t.Helper()
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode >= 200 {
+				got, err := io.ReadAll(resp.Body)
+				if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, answer) {
+					t.Fatalf("status %d, %d bytes (%v), or bytes that differ from the upstream's", resp.StatusCode, len(got), err)
+				}
+				return
+			}
+			if resp.StatusCode == http.StatusContinue && sent != nil {
+				sent()
+				sent = nil
+			}
+		}
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for range 2 {
+		if _, err := io.WriteString(c, "GET /v1/esign_templates?whole=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		final(br, nil)
+	}
+	body := `{"type":"individual","is_organization":false,"first_name":"A","last_name":"` + strings.Repeat("B", 100<<10) + `"}`
+	if _, err := io.WriteString(c, "POST /v1/contacts/create?whole=1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Expect: 100-continue\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	final(br, func() {
+		go func() { _, err := io.WriteString(c, body); wrote <- err }()
+	})
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLargeBodyGoesUpstreamWhole: a 1 MiB body arrives upstream whole
+// through a transport other than the gateway's own, whose connections
+// have no ReadFrom of the gateway's: in net/http's own writes of at most
+// 32 KiB. (The gateway's upstream connections gather full reads into
+// writes of up to 256 KiB: TestBodySendGathersFullReads.)
 func TestLargeBodyGoesUpstreamWhole(t *testing.T) {
 	var wl writeLog
 	tr := &http.Transport{DisableCompression: true, DialContext: wl.dial}
