@@ -50,9 +50,11 @@ func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *h
 	// A whole answer is one Write: its head and body go out in one write
 	// to the caller (listener.HoldWrites). When its last bytes are still
 	// in net/http's buffer, behind a held flush, they are flushed now to
-	// leave with it, rather than in a write of their own at the end.
+	// leave with it, rather than in a write of their own at the end. An
+	// answer of at most smallAnswer bytes waits in net/http's own buffer
+	// until the handler ends, so there is nothing to hold.
 	var held listener.Held
-	if res.Body == &l.whole {
+	if res.Body == &l.whole && res.ContentLength > smallAnswer {
 		held = listener.HoldWrites(r)
 		defer held.Release() // on a panic too: the connection's next answer must not be held
 	}
@@ -89,6 +91,11 @@ func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *h
 	}
 	relayHeader(dst, trailers, tok)
 }
+
+// smallAnswer is the size of net/http's buffer in front of the
+// connection's for each answer: a Write of up to that many bytes stays in
+// it until the handler returns or flushes.
+const smallAnswer = 2 << 10
 
 // got1xx relays an upstream 1xx answer (103 Early Hints) until the final
 // answer has come.
