@@ -13,6 +13,7 @@ import (
 
 	"github.com/faxgate/faxgate/internal/base/vecio"
 	"github.com/faxgate/faxgate/internal/testing/race"
+	"github.com/faxgate/faxgate/internal/testing/writecalls"
 )
 
 // chunkWrites records what is written to it, and whether each write's bytes
@@ -163,14 +164,13 @@ func TestBodySendAllocatesNoBuffer(t *testing.T) {
 	}
 }
 
-// sizeRecorder records the sizes of the reads through it, or of the
-// writes: one entry per buffer written, and per write call the buffers it
-// took (vecio.Writer, as writev(2) takes them on a TCP connection).
+// sizeRecorder records the sizes of the reads through it, or the write
+// calls (vecio.Writer, as writev(2) takes them on a TCP connection).
 type sizeRecorder struct {
+	writecalls.Recorder
 	r     io.Reader
 	w     io.Writer
 	sizes []int
-	calls [][]int
 }
 
 func (s *sizeRecorder) Read(p []byte) (int, error) {
@@ -179,18 +179,12 @@ func (s *sizeRecorder) Read(p []byte) (int, error) {
 }
 
 func (s *sizeRecorder) Write(p []byte) (int, error) {
-	s.sizes = append(s.sizes, len(p))
-	s.calls = append(s.calls, []int{len(p)})
+	s.Add(p)
 	return s.w.Write(p)
 }
 
 func (s *sizeRecorder) WriteVec(bufs net.Buffers) (int64, error) {
-	var call []int
-	for _, p := range bufs {
-		call = append(call, len(p))
-		s.sizes = append(s.sizes, len(p))
-	}
-	s.calls = append(s.calls, call)
+	s.Add(bufs...)
 	return bufs.WriteTo(s.w)
 }
 
@@ -231,8 +225,8 @@ func TestBodySendGathersFullReads(t *testing.T) {
 		}
 		full := []int{sendBufSize, sendBufSize, sendBufSize, sendBufSize}
 		want := [][]int{full, full, {sendBufSize, 112}}
-		if !reflect.DeepEqual(dst.calls, want) {
-			t.Errorf("copy cap %d: writes of %v, want %v", copyCap, dst.calls, want)
+		if !reflect.DeepEqual(dst.Calls(), want) {
+			t.Errorf("copy cap %d: writes of %v, want %v", copyCap, dst.Calls(), want)
 		}
 	}
 }
@@ -291,8 +285,8 @@ func TestBodySendWritesWhatIsThereAtOnce(t *testing.T) {
 		if !reflect.DeepEqual(upstreamAt, wantAt) {
 			t.Errorf("copy cap %d: the reads began with %v bytes upstream, want %v", copyCap, upstreamAt, wantAt)
 		}
-		if !reflect.DeepEqual(dst.calls, want) {
-			t.Errorf("copy cap %d: writes of %v, want %v", copyCap, dst.calls, want)
+		if !reflect.DeepEqual(dst.Calls(), want) {
+			t.Errorf("copy cap %d: writes of %v, want %v", copyCap, dst.Calls(), want)
 		}
 	}
 }
@@ -316,8 +310,8 @@ func TestGatheringBorrowsUnderABudget(t *testing.T) {
 		if spent {
 			want = [][]int{{sendBufSize}, {sendBufSize}, {sendBufSize}}
 		}
-		if !reflect.DeepEqual(dst.calls, want) {
-			t.Errorf("spent %v: writes of %v, want %v", spent, dst.calls, want)
+		if !reflect.DeepEqual(dst.Calls(), want) {
+			t.Errorf("spent %v: writes of %v, want %v", spent, dst.Calls(), want)
 		}
 		if left, wantLeft := c.send.bufs.extra.Load(), map[bool]int64{false: 0, true: sendGatherBudget}[spent]; left != wantLeft {
 			t.Errorf("spent %v: %d buffers borrowed after the send, want %d", spent, left, wantLeft)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/internal/base/vecio"
+	"github.com/faxgate/faxgate/internal/testing/writecalls"
 )
 
 // writeLog records every write(2) the transport makes on its upstream
@@ -211,39 +211,34 @@ func TestSmallResponseReachesTheCallerInOneWrite(t *testing.T) {
 }
 
 // callerConn is the gateway's end of a caller's TCP connection, recording
-// each write call on it (one entry per call, its bytes in all), vectored
-// ones included, as the kernel sees them.
+// each write call on it, vectored ones included, as the kernel sees them.
 type callerConn struct {
 	net.Conn
-	mu    sync.Mutex
-	calls []int
-	nb    net.Buffers
-}
-
-func (c *callerConn) record(n int) {
-	c.mu.Lock()
-	c.calls = append(c.calls, n)
-	c.mu.Unlock()
+	writecalls.Recorder
+	nb net.Buffers
 }
 
 func (c *callerConn) Write(p []byte) (int, error) {
-	c.record(len(p))
+	c.Add(p)
 	return c.Conn.Write(p)
 }
 
 func (c *callerConn) WriteVec(bufs net.Buffers) (int64, error) {
-	n := 0
-	for _, p := range bufs {
-		n += len(p)
-	}
-	c.record(n)
+	c.Add(bufs...)
 	return vecio.Write(c.Conn, bufs, &c.nb)
 }
 
+// writes is the bytes of each write call so far.
 func (c *callerConn) writes() []int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.calls)
+	var out []int
+	for _, call := range c.Calls() {
+		n := 0
+		for _, k := range call {
+			n += k
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // TestWholeAnswerReachesTheCallerInOneWrite: over real TCP, through

@@ -11,20 +11,21 @@ import (
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/testing/race"
+	"github.com/faxgate/faxgate/internal/testing/writecalls"
 )
 
-// callConn is a connection that records its writes as the kernel would
-// see them: one entry per call, the sizes of the buffers it took.
+// callConn is a connection that records its write calls as the kernel
+// would see them, and keeps the bytes.
 type callConn struct {
 	net.Conn
+	writecalls.Recorder
 	out   bytes.Buffer
-	calls [][]int
 	err   error // every write fails with it when set
 	short bool  // a plain write takes one byte less, without an error
 }
 
 func (c *callConn) Write(p []byte) (int, error) {
-	c.calls = append(c.calls, []int{len(p)})
+	c.Add(p)
 	if c.err != nil {
 		return 0, c.err
 	}
@@ -35,11 +36,7 @@ func (c *callConn) Write(p []byte) (int, error) {
 }
 
 func (c *callConn) WriteVec(bufs net.Buffers) (int64, error) {
-	var call []int
-	for _, p := range bufs {
-		call = append(call, len(p))
-	}
-	c.calls = append(c.calls, call)
+	c.Add(bufs...)
 	if c.err != nil {
 		return 0, c.err
 	}
@@ -91,8 +88,8 @@ func TestHeldWritesGoOutTogether(t *testing.T) {
 			for i, n := range tc.writes {
 				want = append(want, write(t, fc, n, byte('a'+i))...)
 			}
-			if len(cc.calls) != tc.before {
-				t.Errorf("%d calls before the release, want %d: %v", len(cc.calls), tc.before, cc.calls)
+			if cc.Len() != tc.before {
+				t.Errorf("%d calls before the release, want %d: %v", cc.Len(), tc.before, cc.Calls())
 			}
 			if held.Holding() != tc.holding {
 				t.Errorf("Holding %v, want %v", held.Holding(), tc.holding)
@@ -103,21 +100,21 @@ func TestHeldWritesGoOutTogether(t *testing.T) {
 			if held.Holding() {
 				t.Error("Holding after the release")
 			}
-			if !slices.EqualFunc(cc.calls, tc.calls, slices.Equal) {
-				t.Errorf("calls %v, want %v", cc.calls, tc.calls)
+			if calls := cc.Calls(); !slices.EqualFunc(calls, tc.calls, slices.Equal) {
+				t.Errorf("calls %v, want %v", calls, tc.calls)
 			}
 			if !bytes.Equal(cc.out.Bytes(), want) {
 				t.Error("the bytes written differ from the writes, or their order")
 			}
 			// Released: the writes pass through as they come.
-			cc.calls = nil
+			cc.Reset()
 			write(t, fc, 10, 'x')
 			write(t, fc, 10, 'y')
-			if len(cc.calls) != 2 {
-				t.Errorf("after the release: %d calls for 2 writes", len(cc.calls))
+			if cc.Len() != 2 {
+				t.Errorf("after the release: %d calls for 2 writes", cc.Len())
 			}
-			if err := held.Release(); err != nil || len(cc.calls) != 2 {
-				t.Errorf("a second release: %v, %d calls", err, len(cc.calls))
+			if err := held.Release(); err != nil || cc.Len() != 2 {
+				t.Errorf("a second release: %v, %d calls", err, cc.Len())
 			}
 		})
 	}
@@ -134,9 +131,9 @@ func TestHoldWritesHoldsOnlyPlainHTTP1(t *testing.T) {
 			t.Errorf("%s: writes held", name)
 		}
 		if cc != nil {
-			n := len(cc.calls)
+			n := cc.Len()
 			write(t, c, 10, 'a')
-			if len(cc.calls) != n+1 {
+			if cc.Len() != n+1 {
 				t.Errorf("%s: a write was kept", name)
 			}
 		}
@@ -168,11 +165,11 @@ func TestHoldWritesHoldsOnlyPlainHTTP1(t *testing.T) {
 		t.Error("a second hold while the first lasts")
 	}
 	write(t, fc, 10, 'a')
-	if len(cc.calls) != 0 {
+	if cc.Len() != 0 {
 		t.Error("the first hold ended with the second")
 	}
-	if err := first.Release(); err != nil || len(cc.calls) != 1 {
-		t.Errorf("release: %v, %d calls", err, len(cc.calls))
+	if err := first.Release(); err != nil || cc.Len() != 1 {
+		t.Errorf("release: %v, %d calls", err, cc.Len())
 	}
 }
 
@@ -189,8 +186,8 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 	if n, err := fc.Write(make([]byte, 200)); n != 0 || !errors.Is(err, boom) {
 		t.Errorf("the write after a held one: %d, %v; want 0, boom", n, err)
 	}
-	if err := held.Release(); err != nil || len(cc.calls) != 1 {
-		t.Errorf("release after the failure: %v, %d calls; want nothing more written", err, len(cc.calls))
+	if err := held.Release(); err != nil || cc.Len() != 1 {
+		t.Errorf("release after the failure: %v, %d calls; want nothing more written", err, cc.Len())
 	}
 
 	fc, cc, r = heldConn(1)
@@ -228,11 +225,11 @@ func TestReleasedHoldStaysReleased(t *testing.T) {
 	if first.Holding() {
 		t.Error("a released hold reports the next one's held write")
 	}
-	if err := first.Release(); err != nil || len(cc.calls) != 0 || !second.Holding() {
-		t.Errorf("a released hold, released again, ended the next one: %v, %d calls", err, len(cc.calls))
+	if err := first.Release(); err != nil || cc.Len() != 0 || !second.Holding() {
+		t.Errorf("a released hold, released again, ended the next one: %v, %d calls", err, cc.Len())
 	}
-	if err := second.Release(); err != nil || len(cc.calls) != 1 {
-		t.Errorf("release: %v, %d calls", err, len(cc.calls))
+	if err := second.Release(); err != nil || cc.Len() != 1 {
+		t.Errorf("release: %v, %d calls", err, cc.Len())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/faxgate/faxgate/internal/testing/race"
+	"github.com/faxgate/faxgate/internal/testing/writecalls"
 )
 
 // TestGatheredWriteOnTCPArrivesWhole: on a TCP connection the gathered
@@ -61,24 +62,19 @@ func TestGatheredWriteOnTCPArrivesWhole(t *testing.T) {
 	}
 }
 
-// vecRecorder records each call it gets: one entry per call, the sizes of
-// its buffers.
+// vecRecorder records each call it gets, and keeps the bytes.
 type vecRecorder struct {
 	bytes.Buffer
-	calls [][]int
+	writecalls.Recorder
 }
 
 func (r *vecRecorder) Write(p []byte) (int, error) {
-	r.calls = append(r.calls, []int{len(p)})
+	r.Add(p)
 	return r.Buffer.Write(p)
 }
 
 func (r *vecRecorder) WriteVec(bufs net.Buffers) (int64, error) {
-	var call []int
-	for _, p := range bufs {
-		call = append(call, len(p))
-	}
-	r.calls = append(r.calls, call)
+	r.Add(bufs...)
 	return bufs.WriteTo(&r.Buffer)
 }
 
@@ -94,8 +90,8 @@ func TestWriteGathersOnlyWhereItCan(t *testing.T) {
 	if n, err := Write(r, slices.Clone(vec), &nb); n != 9 || err != nil {
 		t.Fatalf("Write: %d, %v", n, err)
 	}
-	if len(r.calls) != 1 || !slices.Equal(r.calls[0], []int{4, 4, 1}) || r.String() != "headbody!" {
-		t.Errorf("a Writer got calls %v and %q, want one call of 4, 4, 1 bytes", r.calls, r.String())
+	if calls := r.Calls(); len(calls) != 1 || !slices.Equal(calls[0], []int{4, 4, 1}) || r.String() != "headbody!" {
+		t.Errorf("a Writer got calls %v and %q, want one call of 4, 4, 1 bytes", calls, r.String())
 	}
 	var plain bytes.Buffer
 	if Gathers(&plain) {
