@@ -41,12 +41,11 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // response body the gateway sends to the caller in one piece (wholeBody).
 // Such an answer is one Write, and, on a plain HTTP/1 connection, which
 // holds net/http's first flush (listener.HoldWrites), one write(2) with
-// its head. Every write wakes the caller's reader: a 64 KB JSON answer copied
-// as it arrives costs three (gobare's too), and read whole but written by
-// net/http alone, two.
-// Each response being copied holds one buffer; a pooled buffer reused from
-// the GC's spans is zeroed, so it is resident whole (the rig's RSS: 27.2
-// MB on dl64k with 64 connections).
+// its head. Every write wakes the caller's reader: a 64 KB JSON answer
+// copied as it arrives costs three (gobare's too), and read whole but
+// written by net/http alone, two. Each response being copied holds one
+// buffer; a pooled buffer reused from the GC's spans is zeroed, so it is
+// resident whole (the rig's RSS: 27.2 MB on dl64k with 64 connections).
 const copyBufSize = 128 << 10
 
 // arrayPool recycles buffers of one array type: the response copy
