@@ -134,10 +134,10 @@ func (c *framingConn) popVerdict() Verdict {
 		return Passed // cannot happen: every head the server reads has its verdict
 	}
 	v := c.verdicts[0]
-	c.verdicts = c.verdicts[1:]
-	if len(c.verdicts) == 0 {
-		c.verdicts = c.verdicts[:0:0] // drop the backing array's consumed front
-	}
+	// Shifted down rather than resliced: the array stays the connection's,
+	// so the next head's push allocates nothing. Almost always one is
+	// queued; pipelining queues at most a buffer's worth of heads.
+	c.verdicts = c.verdicts[:copy(c.verdicts, c.verdicts[1:])]
 	return v
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/faxgate/faxgate/internal/testing/race"
 )
 
 // refusedCases are streams whose last head the sniffer must replace with a
@@ -176,5 +178,34 @@ func TestVerdictOfMarkersSentByTheCaller(t *testing.T) {
 				t.Errorf("VerdictOf = %d (stand-in %v), want %d (stand-in %v)", got, got.StandIn(), tc.want, tc.standIn)
 			}
 		})
+	}
+}
+
+// TestVerdictsQueueInOrderWithoutAllocating: the verdicts of pipelined heads
+// are taken in the order of the heads, and a connection's queue keeps its
+// memory, so a head passed and taken, one after another as keep-alive
+// requests come, allocates nothing.
+func TestVerdictsQueueInOrderWithoutAllocating(t *testing.T) {
+	fc := newFramingConn(nil, sniffBufSize)
+	for _, v := range []Verdict{Passed, RefusedFraming, BadHeader} {
+		fc.pushVerdict(v)
+	}
+	for i, want := range []Verdict{Passed, RefusedFraming, BadHeader, Passed} {
+		if got := fc.popVerdict(); got != want {
+			t.Errorf("verdict %d = %d, want %d", i, got, want)
+		}
+	}
+	if race.Enabled {
+		return // the race detector allocates on its own
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		fc.pushVerdict(Passed)
+		fc.pushVerdict(RefusedFraming)
+		if fc.popVerdict() != Passed || fc.popVerdict() != RefusedFraming {
+			t.Fatal("verdicts out of order")
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("two heads' verdicts queued and taken: %v allocations", allocs)
 	}
 }
