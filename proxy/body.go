@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/faxgate/faxgate/policy/route"
-	"github.com/faxgate/faxgate/proxy/listener"
 )
 
 // smallBodyMax is the largest body of known length read before it is
@@ -141,7 +140,7 @@ func (ex *exchange) prepareBody(whole bool) *route.Error {
 	h, r, l, f := ex.h, ex.facts.Request, &ex.leg, &ex.facts
 	f.BodyReady = true
 	l.body = requestBody{rc: r.Body, limit: h.opts.MaxBodyBytes}
-	if !listener.BodyInMemory(r) {
+	if !ex.conn.BodyInMemory() {
 		// The body may still be on its way: every read pushes the read
 		// deadline forward (a body already read whole needs none).
 		l.body.ctl, l.body.timeout = http.NewResponseController(ex.w.ResponseWriter), h.opts.ReadTimeout
@@ -215,8 +214,8 @@ func (ex *exchange) prepareBody(whole bool) *route.Error {
 
 // Gone implements limit.Departure for a request waiting with its body
 // still unread: whether its caller has closed its connection
-// (listener.PeerClosed).
-func (ex *exchange) Gone() bool { return listener.PeerClosed(ex.facts.Request) }
+// (listener.Conn.PeerClosed).
+func (ex *exchange) Gone() bool { return ex.conn.PeerClosed() }
 
 // getBody is the buffered body's http.Request.GetBody.
 func (l *leg) getBody() (io.ReadCloser, error) {

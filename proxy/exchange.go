@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/faxgate/faxgate/policy"
+	"github.com/faxgate/faxgate/proxy/listener"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -25,8 +26,9 @@ type exchange struct {
 	// What the request is: set when it arrives, read by every stage.
 	start    time.Time
 	id       string
-	idHeader [1]string // X-Request-Id's value slice, shared by the answer and the upstream request
-	method   string    // the method's metrics label (metrics.Method)
+	idHeader [1]string     // X-Request-Id's value slice, shared by the answer and the upstream request
+	method   string        // the method's metrics label (metrics.Method)
+	conn     listener.Conn // the listener's connection under the request, looked up once
 	facts    policy.Facts
 	traceIDs // the trace the log lines carry, and the SERVER span (trace.go)
 

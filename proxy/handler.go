@@ -18,6 +18,7 @@ import (
 	"github.com/faxgate/faxgate/policy"
 	"github.com/faxgate/faxgate/policy/limit"
 	"github.com/faxgate/faxgate/policy/route"
+	"github.com/faxgate/faxgate/proxy/listener"
 	"github.com/faxgate/faxgate/tokencache"
 )
 
@@ -147,7 +148,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// from a peer no caller matches does not follow that peer's
 	// traceparent (trace.go).
 	ex.rules = h.rules.Load()
-	ex.facts = policy.Facts{Request: r, Head: headRefusal(r, ex.method != "other"),
+	ex.conn = listener.ConnOf(r)
+	ex.facts = policy.Facts{Request: r, Head: headRefusal(r, ex.conn, ex.method != "other"),
 		TooLarge: r.ContentLength > h.opts.MaxBodyBytes,
 		HasBody:  r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0}
 	ex.rules.Identify(&ex.facts, &ex.out)

@@ -18,10 +18,11 @@ import (
 // the method's, the head's framing or size is in doubt and the connection
 // closes.
 //
-// It takes the listener's verdict on the head (listener.VerdictOf), so it
-// runs once per request: its result is the request's policy.Facts.Head.
-func headRefusal(r *http.Request, methodOK bool) *route.Error {
-	v := listener.VerdictOf(r)
+// It takes the listener's verdict on the head from c, r's connection
+// (listener.Conn.Verdict), so it runs once per request: its result is the
+// request's policy.Facts.Head.
+func headRefusal(r *http.Request, c listener.Conn, methodOK bool) *route.Error {
+	v := c.Verdict(r.Header)
 	if v.StandIn() {
 		return standInRefusal(v)
 	}

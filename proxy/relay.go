@@ -48,14 +48,14 @@ func (h *Handler) relay(w *responseWriter, r *http.Request, ex *exchange, res *h
 	w.WriteHeader(res.StatusCode)
 
 	// A whole answer is one Write: its head and body go out in one write
-	// to the caller (listener.HoldWrites). When its last bytes are still
+	// to the caller (listener.Conn.HoldWrites). When its last bytes are still
 	// in net/http's buffer, behind a held flush, they are flushed now to
 	// leave with it, rather than in a write of their own at the end. An
 	// answer of at most smallAnswer bytes waits in net/http's own buffer
 	// until the handler ends, so there is nothing to hold.
 	var held listener.Held
 	if res.Body == &l.whole && res.ContentLength > smallAnswer {
-		held = listener.HoldWrites(r)
+		held = ex.conn.HoldWrites()
 		defer held.Release() // on a panic too: the connection's next answer must not be held
 	}
 	err := h.copyResponse(w, res)

@@ -3,7 +3,6 @@ package listener
 import (
 	"io"
 	"net"
-	"net/http"
 	"sync"
 
 	"github.com/faxgate/faxgate/internal/base/vecio"
@@ -34,7 +33,7 @@ type Held struct {
 	gen uint64 // the connection's holdGen when this hold began
 }
 
-// HoldWrites holds the writes to r's connection until Release: a write of
+// HoldWrites holds the writes to the connection until Release: a write of
 // at most 4 KiB is kept, and goes out with the write after it in one
 // writev(2), or at the release.
 //
@@ -45,18 +44,18 @@ type Held struct {
 // caller's side of TCP and wakes its reader, so this is the cheaper way
 // (docs/performance.md).
 //
-// It holds nothing for a request other than HTTP/1 on a plain TCP framing
-// connection (HTTP/2 and TLS write in frames and records of their own),
-// or while writes are held already.
+// It holds nothing but on a plain TCP framing connection under HTTP/1
+// (HTTP/2 and TLS write in frames and records of their own), and nothing
+// while writes are held already.
 //
 // Only the goroutine serving the connection may hold its writes, and only
 // once no other goroutine can write to it: after the answer's status is
 // set (WriteHeader), when net/http sends no more 100 Continue (written by
 // the goroutine that reads the request body), and after the round trip,
 // when no more 1xx answers are relayed (written by the transport's).
-func HoldWrites(r *http.Request) Held {
-	c := connOf(r)
-	if c == nil || r.ProtoMajor != 1 || c.holds == nil || c.held != nil || !vecio.Gathers(c.Conn) {
+func (cc Conn) HoldWrites() Held {
+	c := cc.fc
+	if c == nil || c.holds == nil || c.held != nil || !vecio.Gathers(c.Conn) {
 		return Held{}
 	}
 	c.held = c.holds.Get().(*heldWrite)

@@ -83,7 +83,7 @@ func TestHeldWritesGoOutTogether(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc, cc, r := heldConn(1)
-			held := HoldWrites(r)
+			held := ConnOf(r).HoldWrites()
 			var want []byte
 			for i, n := range tc.writes {
 				want = append(want, write(t, fc, n, byte('a'+i))...)
@@ -126,7 +126,7 @@ func TestHeldWritesGoOutTogether(t *testing.T) {
 func TestHoldWritesHoldsOnlyPlainHTTP1(t *testing.T) {
 	check := func(name string, c net.Conn, cc *callConn, r *http.Request) {
 		t.Helper()
-		held := HoldWrites(r)
+		held := ConnOf(r).HoldWrites()
 		if held != (Held{}) {
 			t.Errorf("%s: writes held", name)
 		}
@@ -157,11 +157,11 @@ func TestHoldWritesHoldsOnlyPlainHTTP1(t *testing.T) {
 	check("no listener", nil, nil, r)
 
 	fc, cc, r = heldConn(1)
-	first := HoldWrites(r)
+	first := ConnOf(r).HoldWrites()
 	if first == (Held{}) {
 		t.Fatal("the first hold holds nothing")
 	}
-	if HoldWrites(r) != (Held{}) {
+	if ConnOf(r).HoldWrites() != (Held{}) {
 		t.Error("a second hold while the first lasts")
 	}
 	write(t, fc, 10, 'a')
@@ -180,7 +180,7 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 	boom := errors.New("boom")
 
 	fc, cc, r := heldConn(1)
-	held := HoldWrites(r)
+	held := ConnOf(r).HoldWrites()
 	write(t, fc, 100, 'a')
 	cc.err = boom
 	if n, err := fc.Write(make([]byte, 200)); n != 0 || !errors.Is(err, boom) {
@@ -191,7 +191,7 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 	}
 
 	fc, cc, r = heldConn(1)
-	held = HoldWrites(r)
+	held = ConnOf(r).HoldWrites()
 	write(t, fc, 100, 'a')
 	cc.err = boom
 	if err := held.Release(); !errors.Is(err, boom) {
@@ -204,7 +204,7 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 	// A short write without an error, which io.Writer forbids, is not
 	// taken for a whole one.
 	fc, cc, r = heldConn(1)
-	held = HoldWrites(r)
+	held = ConnOf(r).HoldWrites()
 	write(t, fc, 100, 'a')
 	cc.short = true
 	if err := held.Release(); !errors.Is(err, io.ErrShortWrite) {
@@ -216,11 +216,11 @@ func TestHeldWriteFailureIsReported(t *testing.T) {
 // a later hold on the same connection began, does not touch that hold.
 func TestReleasedHoldStaysReleased(t *testing.T) {
 	fc, cc, r := heldConn(1)
-	first := HoldWrites(r)
+	first := ConnOf(r).HoldWrites()
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
 	}
-	second := HoldWrites(r)
+	second := ConnOf(r).HoldWrites()
 	write(t, fc, 100, 'a')
 	if first.Holding() {
 		t.Error("a released hold reports the next one's held write")
@@ -248,7 +248,7 @@ func TestHoldAllocatesNothing(t *testing.T) {
 	r = r.WithContext(withConn(context.Background(), fc))
 	head, rest := make([]byte, holdSize), make([]byte, 60<<10)
 	allocs := testing.AllocsPerRun(100, func() {
-		held := HoldWrites(r)
+		held := ConnOf(r).HoldWrites()
 		_, _ = fc.Write(head)
 		_, _ = fc.Write(rest)
 		_ = held.Release()

@@ -13,7 +13,7 @@
 // head carries a Transfer-Encoding the gateway refuses, renames that header
 // in place (same length, so no other byte moves). The server then frames
 // the message by Content-Length alone (or as bodiless), and the handler,
-// asking VerdictOf, refuses the request.
+// asking its Conn for the verdict (ConnOf), refuses the request.
 //
 // The same reader answers what Go's server would answer in plain text,
 // late, or not at all, where the gateway answers in its envelope at once
@@ -101,7 +101,7 @@ type framingConn struct {
 
 	// verdicts are the sniffer's verdicts on the heads it handed the
 	// server, in order, not yet taken by their requests' handlers
-	// (VerdictOf). HTTP/1 serves one request of a connection at a time, in
+	// (Conn.Verdict). HTTP/1 serves one request of a connection at a time, in
 	// the order of its heads, so the handler of the n-th request takes the
 	// n-th verdict, however far the sniffer has read ahead (pipelining).
 	vmu      sync.Mutex

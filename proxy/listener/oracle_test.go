@@ -102,9 +102,9 @@ func TestFramingConnAgreesWithGoParser(t *testing.T) {
 					if err != nil {
 						t.Fatalf("request %d body: %v", i, err)
 					}
-					if req.Method != w.method || req.URL.Path != w.path || !bytes.Equal(body, w.body) || (VerdictOf(req) == RefusedFraming) != w.refused {
+					if req.Method != w.method || req.URL.Path != w.path || !bytes.Equal(body, w.body) || (verdictOf(req) == RefusedFraming) != w.refused {
 						t.Fatalf("request %d = %s %s refused=%v body %d bytes; want %s %s refused=%v body %d bytes",
-							i, req.Method, req.URL.Path, (VerdictOf(req) == RefusedFraming), len(body), w.method, w.path, w.refused, len(w.body))
+							i, req.Method, req.URL.Path, (verdictOf(req) == RefusedFraming), len(body), w.method, w.path, w.refused, len(w.body))
 					}
 					if aligned && br.Buffered() == 0 && (c.state != stHead || c.r != c.end) {
 						t.Fatalf("after request %d: state %d, %d bytes held; want stHead and nothing held", i, c.state, c.end-c.r)

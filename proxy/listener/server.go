@@ -37,7 +37,7 @@ type ServerOptions struct {
 
 // NewServer builds the proxy listener's server for handler h. Serve it on a
 // listener from Wrap or WrapTLS: the framing sniffer hands h the heads it
-// refuses as stand-in requests (VerdictOf). Its header limit sits above
+// refuses as stand-in requests (Conn.Verdict). Its header limit sits above
 // MaxHeaderBytes so that, even without the sniffer, the handler rather than
 // the server answers the heads it can.
 func NewServer(h http.Handler, o ServerOptions) *http.Server {
@@ -65,8 +65,7 @@ func NewServer(h http.Handler, o ServerOptions) *http.Server {
 type connKey struct{}
 
 // withConn puts a framing connection, plain or under TLS, in its requests'
-// contexts, so the handler can take its head's verdict (VerdictOf) and ask
-// whether a body has arrived whole (BodyInMemory).
+// contexts, where ConnOf finds it for the handler.
 func withConn(ctx context.Context, c net.Conn) context.Context {
 	switch fc := c.(type) {
 	case *framingConn:
@@ -83,22 +82,32 @@ func connOf(r *http.Request) *framingConn {
 	return fc
 }
 
-// PeerClosed reports whether the caller of an HTTP/1 request on a plain
-// framing connection has closed its end (Linux; false elsewhere and over
-// TLS). net/http sees a close only once the request's body is consumed; a
+// Conn is the framing connection under one HTTP/1 request, as its handler
+// sees it (ConnOf): the head's verdict, whether the body is in memory,
+// whether the caller has closed its end, and the hold on writes. It is
+// looked up in the request's context once, when the request arrives, not
+// at every question. The zero Conn stands for a request no sniffer read
+// (HTTP/2, or one built without the listener).
+type Conn struct{ fc *framingConn }
+
+// ConnOf returns the framing connection under r, the zero Conn when there
+// is none or r is not HTTP/1.
+func ConnOf(r *http.Request) Conn {
+	if r.ProtoMajor != 1 {
+		return Conn{}
+	}
+	return Conn{connOf(r)}
+}
+
+// PeerClosed reports whether the caller has closed its end of the
+// connection (Linux, plain connections; false elsewhere and over TLS).
+// net/http sees a close only once the request's body is consumed; a
 // request that waits with its body unread (docs/upstream-budget.md,
 // Waiting instead of refusing) asks this before it takes its turn, so that
 // a departed caller is not counted.
-func PeerClosed(r *http.Request) bool {
-	fc := connOf(r)
-	return fc != nil && r.ProtoMajor == 1 && peerClosed(fc.Conn)
-}
+func (c Conn) PeerClosed() bool { return c.fc != nil && peerClosed(c.fc.Conn) }
 
-// BodyInMemory reports whether r's body is known to be in memory already:
-// an HTTP/1 request on a framing connection whose reads so far ended on a
-// message boundary. Reading such a body cannot block, so it needs no read
-// deadline.
-func BodyInMemory(r *http.Request) bool {
-	fc := connOf(r)
-	return fc != nil && r.ProtoMajor == 1 && fc.bodyInMemory()
-}
+// BodyInMemory reports whether the request's body is known to be in memory
+// already: the connection's reads so far ended on a message boundary.
+// Reading such a body cannot block, so it needs no read deadline.
+func (c Conn) BodyInMemory() bool { return c.fc != nil && c.fc.bodyInMemory() }

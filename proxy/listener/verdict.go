@@ -7,7 +7,7 @@ import (
 
 // Verdict is what the listener decided about a request's head. The sniffer
 // records one per head it hands the server, in order, on the connection;
-// the handler of each request takes its own (VerdictOf).
+// the handler of each request takes its own (Conn.Verdict).
 type Verdict uint8
 
 // The verdicts. All but Passed and RefusedFraming come with a stand-in
@@ -73,16 +73,16 @@ var markerValue = [...]string{
 	BadExpect:          refusedExpectation,
 }
 
-// VerdictOf returns the listener's verdict on r's head: for an HTTP/1
-// request on a connection of the listener, the one the sniffer recorded for
-// it. It takes that verdict, so a request's handler calls it once. A request
-// no sniffer read (HTTP/2, or one built without the listener) passes,
-// unless it carries the listener's own header names (markerVerdict).
-func VerdictOf(r *http.Request) Verdict {
-	if fc := connOf(r); fc != nil && r.ProtoMajor == 1 {
-		return fc.popVerdict()
+// Verdict returns the listener's verdict on the head of the request whose
+// header is h: on a framing connection, the one the sniffer recorded for
+// it. It takes that verdict, so a request's handler asks once. A request no
+// sniffer read (the zero Conn) passes, unless it carries the listener's own
+// header names (markerVerdict).
+func (c Conn) Verdict(h http.Header) Verdict {
+	if c.fc != nil {
+		return c.fc.popVerdict()
 	}
-	return markerVerdict(r.Header)
+	return markerVerdict(h)
 }
 
 // markerVerdict is the verdict on a request that carries the listener's

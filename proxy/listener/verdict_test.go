@@ -134,7 +134,7 @@ func TestFramingConnAnswersABadRequestLineWhenItEnds(t *testing.T) {
 
 // Every stand-in reads, through net/http's parser, as the verdict its case
 // names, and as a stand-in.
-func TestVerdictOfStandIns(t *testing.T) {
+func TestVerdictsOfStandIns(t *testing.T) {
 	verdicts := map[string]Verdict{
 		"invalid_request": BadRequestLine, "http_version_not_supported": UnsupportedVersion,
 		"headers_too_large": HeadTooLarge, "invalid_header": BadHeader,
@@ -150,15 +150,15 @@ func TestVerdictOfStandIns(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: stand-in unreadable: %v", tc.name, err)
 		}
-		if got, want := VerdictOf(req), verdicts[tc.code]; got != want || !got.StandIn() {
-			t.Errorf("%s: VerdictOf = %d (stand-in %v), want %d, a stand-in", tc.name, got, got.StandIn(), want)
+		if got, want := verdictOf(req), verdicts[tc.code]; got != want || !got.StandIn() {
+			t.Errorf("%s: verdict = %d (stand-in %v), want %d, a stand-in", tc.name, got, got.StandIn(), want)
 		}
 	}
 }
 
 // The markers are read from the header whoever wrote it: a caller that
 // sends one itself only refuses its own request.
-func TestVerdictOfMarkersSentByTheCaller(t *testing.T) {
+func TestVerdictsOfMarkersSentByTheCaller(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		header  http.Header
@@ -173,9 +173,9 @@ func TestVerdictOfMarkersSentByTheCaller(t *testing.T) {
 		{"both: the stand-in's wins", http.Header{refusedMarker: {"expectation_failed"}, framingMarker: {"x"}}, BadExpect, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := VerdictOf(&http.Request{Header: tc.header})
+			got := verdictOf(&http.Request{Header: tc.header})
 			if got != tc.want || got.StandIn() != tc.standIn {
-				t.Errorf("VerdictOf = %d (stand-in %v), want %d (stand-in %v)", got, got.StandIn(), tc.want, tc.standIn)
+				t.Errorf("verdict = %d (stand-in %v), want %d (stand-in %v)", got, got.StandIn(), tc.want, tc.standIn)
 			}
 		})
 	}
@@ -209,3 +209,6 @@ func TestVerdictsQueueInOrderWithoutAllocating(t *testing.T) {
 		t.Errorf("two heads' verdicts queued and taken: %v allocations", allocs)
 	}
 }
+
+// verdictOf takes r's verdict as a handler does.
+func verdictOf(r *http.Request) Verdict { return ConnOf(r).Verdict(r.Header) }
