@@ -31,7 +31,9 @@ build:
 ## loudly, and fail with CI=true)
 test: vet
 	$(GO) test -race -count=1 -p 1 ./...
-	$(GO) test -count=1 -run '^(TestAllocsPerRequest|TestAllocsPerUnsampledRequest|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
+	$(GO) test -count=1 -run '^(TestAllocsPer(|Shadowed|Unsampled)Request|TestScaleConfigCompilesFast|TestStalledRefusedUploadsHoldBoundedMemory)$$' ./proxy/
+	$(GO) test -count=1 -run '^(TestHoldAllocatesNothing|TestVerdictsQueueInOrderWithoutAllocating)$$' ./proxy/listener/
+	$(GO) test -count=1 -run '^TestGatheredWriteOnTCPArrivesWhole$$' ./internal/base/vecio/
 	$(GO) test -count=1 -run '^TestWaitingUploadsHoldBoundedMemory$$' ./cmd/faxgate/
 	cd $(DEPLOY_TEST) && $(GO) test -count=1 ./...
 
