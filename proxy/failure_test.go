@@ -176,7 +176,7 @@ func TestBodyLimits(t *testing.T) {
 	})
 	t.Run("trickling body after a whole request on the connection", func(t *testing.T) {
 		// The first request arrives whole, so its body needs no read
-		// deadline (listener.BodyInMemory); the second's head arrives
+		// deadline (listener.Conn.BodyInMemory); the second's head arrives
 		// alone and its body stalls: it must still be cut off.
 		c, err := net.Dial("tcp", g.Addr)
 		if err != nil {

@@ -96,7 +96,7 @@ func TestForwardHeaders(t *testing.T) {
 // An answer that breaks off after its head is not passed off as whole:
 // the caller's connection is aborted, with a declared length or chunked,
 // and after more than the 4 KiB a whole answer's connection holds
-// (listener.HoldWrites).
+// (listener.Conn.HoldWrites).
 func TestBrokenAnswerAbortsTheCallersConnection(t *testing.T) {
 	g := gatewaytest.Start(t, gatewaytest.Options{Config: openCallers, Wrap: func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -40,7 +40,7 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // copyBufSize is the size of the response copy buffers, and the largest
 // response body the gateway sends to the caller in one piece (wholeBody).
 // Such an answer is one Write, and, on a plain HTTP/1 connection, which
-// holds net/http's first flush (listener.HoldWrites), one write(2) with
+// holds net/http's first flush (listener.Conn.HoldWrites), one write(2) with
 // its head. Every write wakes the caller's reader: a 64 KB JSON answer
 // copied as it arrives costs three (gobare's too), and read whole but
 // written by net/http alone, two. Each response being copied holds one

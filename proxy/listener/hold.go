@@ -25,7 +25,7 @@ func newHoldPool() *sync.Pool {
 	return &sync.Pool{New: func() any { return new(heldWrite) }}
 }
 
-// Held is a hold on the writes to a request's connection (HoldWrites).
+// Held is a hold on the writes to a request's connection (Conn.HoldWrites).
 // The zero Held holds nothing, and neither does one already released:
 // it names its own hold, not whichever the connection has later.
 type Held struct {
@@ -44,7 +44,7 @@ type Held struct {
 // caller's side of TCP and wakes its reader, so this is the cheaper way
 // (docs/performance.md).
 //
-// It holds nothing but on a plain TCP framing connection under HTTP/1
+// It holds nothing except on a plain TCP framing connection under HTTP/1
 // (HTTP/2 and TLS write in frames and records of their own), and nothing
 // while writes are held already.
 //
@@ -53,14 +53,14 @@ type Held struct {
 // set (WriteHeader), when net/http sends no more 100 Continue (written by
 // the goroutine that reads the request body), and after the round trip,
 // when no more 1xx answers are relayed (written by the transport's).
-func (cc Conn) HoldWrites() Held {
-	c := cc.fc
-	if c == nil || c.holds == nil || c.held != nil || !vecio.Gathers(c.Conn) {
+func (c Conn) HoldWrites() Held {
+	fc := c.fc
+	if fc == nil || fc.holds == nil || fc.held != nil || !vecio.Gathers(fc.Conn) {
 		return Held{}
 	}
-	c.held = c.holds.Get().(*heldWrite)
-	c.holdGen++
-	return Held{c, c.holdGen}
+	fc.held = fc.holds.Get().(*heldWrite)
+	fc.holdGen++
+	return Held{fc, fc.holdGen}
 }
 
 // mine reports whether h's hold is the connection's current one (the pool

@@ -60,7 +60,7 @@ func Wrap(ln net.Listener) net.Listener { return &framingListener{ln, newHoldPoo
 
 type framingListener struct {
 	net.Listener
-	holds *sync.Pool // the held writes' memory (HoldWrites), shared by the connections
+	holds *sync.Pool // the held writes' memory (Conn.HoldWrites), shared by the connections
 }
 
 func (l *framingListener) Accept() (net.Conn, error) {
@@ -113,7 +113,7 @@ type framingConn struct {
 	// connection sets and clears it; Write reads it, also from the two
 	// other goroutines that write to a connection (a 100 Continue, a
 	// relayed 1xx), which net/http and the handler stop before a hold
-	// begins (HoldWrites).
+	// begins (Conn.HoldWrites).
 	holds   *sync.Pool
 	held    *heldWrite
 	holdGen uint64 // holds begun on the connection, so a Held knows its own
@@ -136,7 +136,8 @@ func (c *framingConn) popVerdict() Verdict {
 	v := c.verdicts[0]
 	// Shifted down rather than resliced: the array stays the connection's,
 	// so the next head's push allocates nothing. Almost always one is
-	// queued; pipelining queues at most a buffer's worth of heads.
+	// queued; pipelining queues at most the heads in what the sniffer and
+	// the server have read ahead (up to maxSniffBuf and net/http's 4 KiB).
 	c.verdicts = c.verdicts[:copy(c.verdicts, c.verdicts[1:])]
 	return v
 }
